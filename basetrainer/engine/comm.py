@@ -1,0 +1,128 @@
+"""Process-group helpers that also work, as no-ops, in a single process.
+
+Every function here is safe to call whether or not ``torch.distributed`` is initialised,
+so user code and callbacks need no ``if distributed`` branches.
+"""
+import os
+
+import torch
+import torch.distributed as dist
+
+_LOCAL_RANK = None
+_LOCAL_WORLD_SIZE = None
+
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def get_world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def get_rank() -> int:
+    return dist.get_rank() if is_distributed() else 0
+
+
+def set_local_rank(local_rank: int, local_world_size: int) -> None:
+    """Record this process's place on its machine (``launch`` calls this)."""
+    global _LOCAL_RANK, _LOCAL_WORLD_SIZE
+    _LOCAL_RANK, _LOCAL_WORLD_SIZE = local_rank, local_world_size
+
+
+def get_local_rank() -> int:
+    if _LOCAL_RANK is not None:
+        return _LOCAL_RANK
+    return int(os.environ.get("LOCAL_RANK", 0)) if is_distributed() else 0
+
+
+def get_local_size() -> int:
+    if _LOCAL_WORLD_SIZE is not None:
+        return _LOCAL_WORLD_SIZE
+    return int(os.environ.get("LOCAL_WORLD_SIZE", get_world_size())) if is_distributed() else 1
+
+
+def is_main_process() -> bool:
+    return get_rank() == 0
+
+
+def synchronize() -> None:
+    """Barrier across all processes; returns at once in a single process."""
+    if get_world_size() > 1:
+        if dist.get_backend() == dist.Backend.NCCL:
+            dist.barrier(device_ids=[torch.cuda.current_device()])
+        else:
+            dist.barrier()
+
+
+def all_gather(obj):
+    """Gathers a picklable object from every rank; returns the list, in rank order."""
+    world_size = get_world_size()
+    if world_size == 1:
+        return [obj]
+    output = [None] * world_size
+    dist.all_gather_object(output, obj)
+    return output
+
+
+def broadcast_object(obj, src: int = 0):
+    """Returns ``obj`` as it is on rank ``src``, on every rank."""
+    if get_world_size() == 1:
+        return obj
+    holder = [obj]
+    dist.broadcast_object_list(holder, src=src)
+    return holder[0]
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """Sums ``tensor`` in place across ranks and returns it."""
+    if get_world_size() > 1:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def all_reduce_max(tensor: torch.Tensor) -> torch.Tensor:
+    """Takes the element-wise maximum of ``tensor`` in place across ranks and returns it."""
+    if get_world_size() > 1:
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tensor
+
+
+def reduce_dict(input_dict: dict, average: bool = True) -> dict:
+    """Reduces a dict of scalar tensors across ranks; every rank gets the result.
+
+    Keys are sorted so that all ranks reduce the same values in the same order.
+    """
+    world_size = get_world_size()
+    if world_size == 1 or not input_dict:
+        return input_dict
+    with torch.no_grad():
+        names = sorted(input_dict)
+        values = torch.stack([torch.as_tensor(input_dict[k]).detach().float().reshape(()) for k in names])
+        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+        if average:
+            values /= world_size
+    return dict(zip(names, values))
+
+
+def get_device(gpu_id=None) -> torch.device:
+    """The device this process trains on.
+
+    Under several processes each one takes the GPU of its local rank (choose GPUs with
+    ``CUDA_VISIBLE_DEVICES``); one process takes the first id of ``gpu_id``. Without
+    CUDA, or with ``gpu_id`` empty or negative, the CPU.
+    """
+    ids = _as_id_list(gpu_id)
+    if not torch.cuda.is_available() or not ids or ids[0] < 0:
+        return torch.device("cpu")
+    if get_world_size() > 1:
+        return torch.device("cuda", get_local_rank())
+    return torch.device("cuda", ids[0])
+
+
+def _as_id_list(gpu_id) -> list:
+    if gpu_id is None:
+        return []
+    if isinstance(gpu_id, (int, str)):
+        gpu_id = [gpu_id]
+    return [int(i) for i in gpu_id]

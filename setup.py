@@ -1,0 +1,42 @@
+import re
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "basetrainer" / "__init__.py").read_text()).group(1)
+
+EXTRAS = {
+    "plots": ["matplotlib>=3.5"],
+    "prune": ["torch-pruning>=1.4"],
+    # NNI's ModelSpeedup works with torch 2.x only up to NNI 2.10.
+    "nni": ["nni==2.10.1"],
+    "test": ["pytest>=7", "matplotlib>=3.5", "torch-pruning>=1.4"],
+}
+
+setup(
+    name="basetrainer",
+    version=VERSION,
+    description="A PyTorch training engine: one subclass, any number of GPUs or machines, exact resume.",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=find_packages(include=["basetrainer", "basetrainer.*"]),
+    package_data={"basetrainer": ["data/*.csv.gz"]},
+    install_requires=[
+        "torch>=2.1",
+        "torchvision>=0.16",
+        "numpy",
+        "pyyaml>=5.1",
+        "tensorboard>=2.10",
+        "tqdm>=4.60",
+    ],
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["basetrainer=basetrainer.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "License :: OSI Approved :: Apache Software License",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
