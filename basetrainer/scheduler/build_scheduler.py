@@ -1,0 +1,157 @@
+"""Learning-rate schedules by name, as callbacks that step once per training batch.
+
+The closed forms are in :mod:`basetrainer.scheduler.schedules`.
+"""
+import copy
+import numbers
+from typing import Optional, Sequence
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+
+from ..callbacks.callbacks import HIGHEST, Callback
+from ..errors import ConfigError
+from . import schedules
+
+# Spellings users write (case, "-" and "_" ignored) -> the schedule they mean.
+_NAMES = {
+    "multistep": "multi-step", "multisteplr": "multi-step",
+    "step": "step", "steplr": "step",
+    "cosine": "cosine", "cos": "cosine", "cosinelr": "cosine", "cosineannealinglr": "cosine",
+    "exp": "exp", "explr": "exp", "exponential": "exp", "exponentiallr": "exp",
+    "poly": "poly", "polylr": "poly", "polynomial": "poly", "polynomiallr": "poly",
+    "onecycle": "one-cycle", "onecyclelr": "one-cycle", "lambdalr": "one-cycle",
+    "constant": "constant", "fixed": "constant",
+}
+KNOWN_SCHEDULERS = "multi-step, step, cosine, exp (ExpLR), poly, one-cycle (LambdaLR), constant"
+
+
+class LRSchedulerCallback(Callback):
+    """Sets every param group's lr from ``lr_factor(it)`` before each training batch.
+
+    Wraps ``torch.optim.lr_scheduler.LambdaLR``: group g trains batch ``it`` (counted from
+    the start of training, never reset per epoch) with ``base_lr[g] * lr_factor(it)``, so
+    groups keep the ratio between their lrs. The base lrs are the groups' own
+    (``initial_lr``, else ``lr``) when they differ, else ``lr_init``. It steps once per
+    training batch, in ``on_batch_end``, and then sets ``logs["lr"]`` to the lr of the
+    first group for the next batch. ``state_dict`` holds plain numbers only;
+    ``load_state_dict`` also puts the restored iteration's lr into the optimizer.
+    """
+
+    priority = HIGHEST
+
+    def __init__(self, optimizer: torch.optim.Optimizer, lr_factor: schedules.Factor, lr_init: Optional[float] = None):
+        super().__init__()
+        self.optimizer = optimizer
+        self.lr_factor = lr_factor
+        for group, base_lr in zip(optimizer.param_groups, _base_lrs(optimizer, lr_init)):
+            group["initial_lr"] = base_lr
+        # lr_factor is a plain function, so LambdaLR's state_dict stores None for it.
+        self.scheduler = LambdaLR(optimizer, lr_factor)
+
+    @property
+    def iteration(self) -> int:
+        """The global iteration whose lr the optimizer holds now."""
+        return self.scheduler.last_epoch
+
+    def on_batch_end(self, batch: int, logs: Optional[dict] = None):
+        self.scheduler.step()
+        if logs is not None:
+            logs["lr"] = self.optimizer.param_groups[0]["lr"]
+
+    def state_dict(self) -> dict:
+        return copy.deepcopy(self.scheduler.state_dict())
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scheduler.load_state_dict(dict(state))
+        # The optimizer may have been built afresh (or loaded from elsewhere): give it the
+        # lr of the restored iteration so the next batch continues the same curve.
+        factor = self.lr_factor(self.scheduler.last_epoch)
+        for group, base_lr in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["initial_lr"] = base_lr
+            group["lr"] = base_lr * factor
+
+
+def get_scheduler(
+    scheduler: str,
+    optimizer: torch.optim.Optimizer,
+    lr_init: Optional[float],
+    num_epochs: int,
+    num_steps: int,
+    milestones: Optional[Sequence[float]] = None,
+    num_warn_up: float = 0,
+    *,
+    gamma: Optional[float] = None,
+    step_size: Optional[float] = None,
+    min_lr: float = 0.0,
+    power: float = 0.9,
+    pct_start: float = 0.3,
+    div_factor: float = 25.0,
+    final_div_factor: float = 1e4,
+    warmup_start_factor: float = 0.01,
+) -> LRSchedulerCallback:
+    """An lr schedule over ``num_epochs`` epochs of ``num_steps`` batches, as a callback.
+
+    ``scheduler`` names the main schedule (case-insensitive): multi-step (``milestones``
+    in epochs, ``gamma`` 0.1), step (every ``step_size`` epochs, ``gamma`` 0.1), cosine
+    (down to ``min_lr``), exp (``gamma`` 0.95 per epoch, applied smoothly per batch),
+    poly (``power``, down to ``min_lr``), one-cycle alias LambdaLR (``pct_start``,
+    ``div_factor``, ``final_div_factor`` as in ``torch.optim.lr_scheduler.OneCycleLR``)
+    or constant. The first ``num_warn_up`` epochs (may be fractional) ramp linearly, per
+    batch, from ``warmup_start_factor * lr_init`` to the main schedule's value there.
+    ``min_lr`` is relative to ``lr_init``; other param groups floor at the same fraction.
+    """
+    name = _NAMES.get(str(scheduler).lower().replace("-", "").replace("_", "").replace(" ", ""))
+    if name is None:
+        raise ConfigError(f"unknown scheduler {scheduler!r}; use one of: {KNOWN_SCHEDULERS}")
+    for key, value in (("num_epochs", num_epochs), ("num_steps", num_steps)):
+        if not isinstance(value, numbers.Integral) or value < 1:
+            raise ConfigError(f"{key} must be a positive integer, got {value!r}")
+    num_warn_up = num_warn_up or 0
+    if not 0 <= num_warn_up <= num_epochs:
+        raise ConfigError(f"num_warn_up={num_warn_up} must lie between 0 and num_epochs={num_epochs}")
+    if gamma is not None and gamma <= 0:
+        raise ConfigError(f"gamma must be > 0, got {gamma}")
+    total = int(num_epochs * num_steps)
+
+    if name == "multi-step":
+        if not milestones:
+            raise ConfigError("scheduler multi-step needs milestones: the epochs where lr is multiplied by gamma")
+        milestones = [milestones] if isinstance(milestones, (int, float)) else milestones
+        main = schedules.multi_step([round(m * num_steps) for m in milestones], 0.1 if gamma is None else gamma)
+    elif name == "step":
+        if not step_size or step_size <= 0:
+            raise ConfigError("scheduler step needs step_size > 0: the number of epochs between decays")
+        main = schedules.step(max(1, round(step_size * num_steps)), 0.1 if gamma is None else gamma)
+    elif name == "exp":
+        main = schedules.exponential(num_steps, 0.95 if gamma is None else gamma)
+    elif name == "cosine":
+        main = schedules.cosine(total, _floor(min_lr, lr_init, optimizer))
+    elif name == "poly":
+        main = schedules.poly(total, power, _floor(min_lr, lr_init, optimizer))
+    elif name == "one-cycle":
+        if not 0 < pct_start < 1:
+            raise ConfigError(f"pct_start must lie strictly between 0 and 1, got {pct_start}")
+        main = schedules.one_cycle(total, pct_start, div_factor, final_div_factor)
+    else:
+        main = schedules.constant()
+
+    warmup_iters = round(num_warn_up * num_steps)
+    factor = schedules.with_linear_warmup(main, warmup_iters, warmup_start_factor)
+    return LRSchedulerCallback(optimizer, factor, lr_init)
+
+
+def _base_lrs(optimizer: torch.optim.Optimizer, lr_init: Optional[float]) -> list:
+    # initial_lr first: an optimizer restored mid-run holds a scheduled value in "lr".
+    own = [group.get("initial_lr", group["lr"]) for group in optimizer.param_groups]
+    # Groups with different lrs were set up so on purpose (e.g. a slower backbone): keep them.
+    if lr_init is None or len(set(own)) > 1:
+        return own
+    return [lr_init] * len(own)
+
+
+def _floor(min_lr: float, lr_init: Optional[float], optimizer: torch.optim.Optimizer) -> float:
+    if min_lr < 0:
+        raise ConfigError(f"min_lr must be >= 0, got {min_lr}")
+    reference = lr_init or _base_lrs(optimizer, None)[0]
+    return min_lr / reference
