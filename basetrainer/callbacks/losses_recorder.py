@@ -1,0 +1,60 @@
+"""The mean loss of each epoch, for training and evaluation."""
+from ..engine.batch import total_loss
+from ..metric.meters import MeanMeter
+from .callbacks import HIGH, Callback
+
+
+class LossesRecorder(Callback):
+    """Publishes the epoch's mean loss as ``logs["train"][indicator]`` and ``logs["test"][indicator]``.
+
+    The mean is over batches, and over all ranks when each rank sees different data.
+    Losses stay on the device until the epoch ends: no host sync per step.
+    """
+
+    priority = HIGH
+
+    def __init__(self, indicator: str = "loss"):
+        super().__init__()
+        self.indicator = indicator
+        self.train_meter = MeanMeter()
+        self.test_meter = MeanMeter()
+
+    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
+        self.train_meter.update(total_loss(losses))
+
+    def on_test_begin(self, logs):
+        self.test_meter.reset()
+
+    def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs):
+        self.test_meter.update(total_loss(losses))
+
+    def on_test_end(self, logs):
+        _publish(self, self.test_meter, "test", logs)
+
+    def on_epoch_end(self, epoch, logs):
+        _publish(self, self.train_meter, "train", logs)
+        self.train_meter.reset()
+
+    def state_dict(self):
+        # Only the training meter: a checkpoint can be taken mid-epoch, never mid-evaluation.
+        return {"train": self.train_meter.state_dict()}
+
+    def load_state_dict(self, state):
+        trainer = self.trainer
+        self.train_meter.load_state_dict(state["train"], trainer.device if trainer is not None else None)
+
+
+def _publish(recorder, meter, phase, logs):
+    """Writes the meter's mean into ``logs[phase]``; every rank takes part in the reduction."""
+    trainer = recorder.trainer
+    if trainer is not None:
+        loader = trainer.train_loader if phase == "train" else trainer.test_loader
+        if loader is None:
+            return
+        value = meter.compute(reduce=trainer.is_sharded(phase))
+    elif meter.count:
+        value = meter.compute()
+    else:
+        return
+    if value == value:  # not NaN: this phase saw at least one batch
+        logs.setdefault(phase, {})[recorder.indicator] = value

@@ -1,0 +1,52 @@
+"""What the loop does with a batch and with the losses computed from it."""
+import torch
+
+
+def move_to_device(batch, device: torch.device, channels_last: bool = False):
+    """Moves every tensor in a tensor/tuple/list/dict batch to ``device`` without blocking.
+
+    4-D tensors become channels_last when asked, so that convolutions take the fast path.
+    """
+    if isinstance(batch, torch.Tensor):
+        batch = batch.to(device, non_blocking=True)
+        if channels_last and batch.dim() == 4:
+            batch = batch.contiguous(memory_format=torch.channels_last)
+        return batch
+    if isinstance(batch, (list, tuple)):
+        moved = [move_to_device(b, device, channels_last) for b in batch]
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+            return type(batch)(*moved)
+        return type(batch)(moved)
+    if isinstance(batch, dict):
+        return type(batch)((k, move_to_device(v, device, channels_last)) for k, v in batch.items())
+    return batch
+
+
+def total_loss(losses) -> torch.Tensor:
+    """The scalar to call backward on: the loss itself, or the sum of a list or dict of losses."""
+    if isinstance(losses, torch.Tensor):
+        return losses
+    if isinstance(losses, dict):
+        losses = list(losses.values())
+    if isinstance(losses, (list, tuple)) and losses:
+        total = losses[0]
+        for term in losses[1:]:
+            total = total + term
+        return total
+    raise TypeError(
+        f"run_step returned losses of type {type(losses).__name__}; return a tensor, or a list or dict of tensors"
+    )
+
+
+def batch_size(inputs) -> int:
+    """Number of samples in a batch: the first dimension of its first tensor (0 if none)."""
+    if isinstance(inputs, torch.Tensor):
+        return inputs.shape[0] if inputs.dim() else 1
+    if isinstance(inputs, dict):
+        inputs = list(inputs.values())
+    if isinstance(inputs, (list, tuple)):
+        for item in inputs:
+            n = batch_size(item)
+            if n:
+                return n
+    return 0

@@ -1,0 +1,210 @@
+"""Checkpoint files: atomic writes, loads that never run code, and the pieces of a training state.
+
+A checkpoint holds only tensors, numbers, strings, lists and dicts, so that
+``torch.load(..., weights_only=True)`` reads it and a file that would need arbitrary
+unpickling is refused.
+"""
+import errno
+import logging
+import os
+import pickle
+import random
+import tempfile
+import zipfile
+
+import numpy as np
+import torch
+
+from ..errors import CheckpointError
+from .parallel import unwrap_model
+
+logger = logging.getLogger("basetrainer")
+
+# Prefixes that wrappers add to state_dict keys: DataParallel/DDP and torch.compile.
+_WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
+def save_checkpoint(obj, path: str) -> str:
+    """Writes ``obj`` to ``path`` atomically: a crash mid-write leaves any previous file intact.
+
+    The data goes to a temporary file in the same folder, is flushed and fsynced, then
+    renamed over ``path`` with ``os.replace`` (atomic on POSIX and Windows).
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp_path = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise CheckpointError(f"cannot write checkpoint {path}: {e.strerror}; choose a writable work_dir") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_path, path)
+    except BaseException as e:
+        _remove_quietly(tmp_path)
+        if isinstance(e, OSError):
+            hint = "free some disk space" if e.errno == errno.ENOSPC else "check the folder's permissions and space"
+            raise CheckpointError(
+                f"could not write checkpoint {path}: {e.strerror or e}; {hint} (the previous file is intact)"
+            ) from None
+        raise
+    _fsync_dir(folder)
+    return path
+
+
+def load_checkpoint(path: str, map_location="cpu") -> dict:
+    """Reads a checkpoint or state_dict file with ``weights_only=True``, or raises a one-line CheckpointError."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no checkpoint at {path}: check the path (or use resume: auto)")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "weights only" in str(e).lower() or "weights_only" in str(e).lower():
+            raise CheckpointError(
+                f"refusing to load {path}: it needs arbitrary code to unpickle ({_unsafe_detail(e)}); "
+                f"only load files you trust, with torch.load(weights_only=False) yourself"
+            ) from None
+        raise CheckpointError(f"{path} is not a readable checkpoint ({first}); use another file") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as e:
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(
+            f"{path} is truncated or not a checkpoint ({detail}); resume from an earlier checkpoint"
+        ) from None
+
+
+def model_state_dict(model: torch.nn.Module) -> dict:
+    """The model's weights without wrapper prefixes, on the CPU."""
+    return {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()}
+
+
+def extract_model_state(obj) -> dict:
+    """The model weights in anything we may be handed: our checkpoint, ``{"state_dict": ...}``,
+    or a bare state_dict; ``module.``/``_orig_mod.`` prefixes removed."""
+    if isinstance(obj, dict):
+        for key in ("model", "state_dict", "model_state_dict"):
+            if isinstance(obj.get(key), dict):
+                obj = obj[key]
+                break
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise CheckpointError("the file holds no model weights (no tensors under 'model' or 'state_dict')")
+    return {strip_prefixes(k): v for k, v in obj.items()}
+
+
+def strip_prefixes(key: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _WRAPPER_PREFIXES:
+            if key.startswith(prefix):
+                key, changed = key[len(prefix):], True
+    return key
+
+
+def load_weights(model: torch.nn.Module, source, strict: bool = False) -> dict:
+    """Loads weights into ``model`` for fine-tuning; returns what was skipped and missing.
+
+    ``source`` is a path or a dict (checkpoint or state_dict). Layers whose shape differs
+    (a new head for another num_classes) are skipped with one warning naming them, unless
+    ``strict``, which refuses any mismatch.
+    """
+    name = source if isinstance(source, str) else "the given state_dict"
+    state = extract_model_state(load_checkpoint(source) if isinstance(source, str) else source)
+    target = unwrap_model(model)
+    own = target.state_dict()
+    mismatched = [k for k, v in state.items() if k in own and own[k].shape != v.shape]
+    unexpected = [k for k in state if k not in own]
+    missing = [k for k in own if k not in state]
+    if strict and (mismatched or unexpected or missing):
+        raise CheckpointError(
+            f"{name} does not fit the model: {_describe(mismatched, 'shape differs', state, own)}"
+            f"{_describe(missing, 'missing')}{_describe(unexpected, 'unexpected')}"
+            f"; build the model that wrote it, or load with strict: false"
+        )
+    if mismatched:
+        logger.warning("finetune: skipped %d layer(s) whose shape differs from %s: %s",
+                       len(mismatched), name, _describe(mismatched, "shape differs", state, own))
+    usable = {k: v for k, v in state.items() if k in own and k not in mismatched}
+    target.load_state_dict(usable, strict=False)
+    return {"skipped": mismatched, "missing": missing, "unexpected": unexpected}
+
+
+def check_shapes(model: torch.nn.Module, state: dict, name: str) -> None:
+    """Raises a CheckpointError naming the layers when ``state`` is not exactly ``model``'s weights."""
+    own = unwrap_model(model).state_dict()
+    mismatched = [k for k, v in state.items() if k in own and own[k].shape != v.shape]
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    if mismatched or missing or unexpected:
+        raise CheckpointError(
+            f"{name} was written by another model: {_describe(mismatched, 'shape differs', state, own)}"
+            f"{_describe(missing, 'missing')}{_describe(unexpected, 'unexpected')}"
+            f"; resume with the same net_type and num_classes, or use finetune to load weights only"
+        )
+
+
+def get_rng_state() -> dict:
+    """This process's python, numpy, torch and CUDA generator states, in checkpoint-safe types."""
+    version, internal, gauss = random.getstate()
+    np_key, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state = {
+        "python": [version, list(internal), gauss],
+        "numpy": [np_key, torch.from_numpy(np_keys.astype(np.int64)), int(np_pos), int(np_has_gauss), float(np_gauss)],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    np_key, np_keys, np_pos, np_has_gauss, np_gauss = state["numpy"]
+    np.random.set_state((np_key, np_keys.numpy().astype(np.uint32), np_pos, np_has_gauss, np_gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _describe(keys, what, state=None, own=None) -> str:
+    if not keys:
+        return ""
+    shown = []
+    for k in keys[:5]:
+        if state is not None and own is not None:
+            shown.append(f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}")
+        else:
+            shown.append(k)
+    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+    return f"[{what}: {', '.join(shown)}{more}] "
+
+
+def _unsafe_detail(error: Exception) -> str:
+    for line in str(error).splitlines():
+        if "Unsupported global" in line or "GLOBAL" in line:
+            return line.strip().rstrip(".")
+    return "unsupported object"
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _fsync_dir(folder: str) -> None:
+    # Makes the rename itself durable; not possible on every platform, and harmless to skip.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

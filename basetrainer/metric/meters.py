@@ -1,0 +1,100 @@
+"""Running sums kept on the device, synchronised with the host and across ranks only when read."""
+import torch
+
+from ..engine import comm
+
+
+class DeferredSum:
+    """Sums same-shaped tensors without a host sync per update.
+
+    ``update`` only appends a reference; every ``fold_every`` updates the pending values
+    are stacked and added to the total in one operation. Reading ``total`` folds what is
+    pending. Values must be detached.
+    """
+
+    def __init__(self, fold_every: int = 64):
+        self.fold_every = fold_every
+        self.reset()
+
+    def reset(self) -> None:
+        self._pending = []
+        self._total = None
+
+    def update(self, value: torch.Tensor) -> None:
+        self._pending.append(value)
+        if len(self._pending) >= self.fold_every:
+            self._fold()
+
+    def _fold(self) -> None:
+        if self._pending:
+            folded = torch.stack(self._pending).sum(0)
+            self._total = folded if self._total is None else self._total + folded
+            self._pending = []
+
+    @property
+    def total(self):
+        """The sum so far as a tensor, or None before the first update."""
+        self._fold()
+        return self._total
+
+    def state_dict(self) -> dict:
+        total = self.total
+        return {"total": None if total is None else total.detach().cpu()}
+
+    def load_state_dict(self, state: dict, device=None) -> None:
+        self.reset()
+        total = state.get("total")
+        self._total = None if total is None else total.to(device or "cpu")
+
+
+class MeanMeter:
+    """Mean of per-batch values over an epoch, across all ranks when they share the data.
+
+    ``update(value)`` costs a list append; ``compute()`` syncs once.
+    """
+
+    def __init__(self, fold_every: int = 64):
+        self._sum = DeferredSum(fold_every)
+        self.count = 0
+
+    def reset(self) -> None:
+        self._sum.reset()
+        self.count = 0
+
+    def update(self, value: torch.Tensor) -> None:
+        self._sum.update(value.detach())
+        self.count += 1
+
+    def compute(self, reduce: bool = True) -> float:
+        """The mean as a float (NaN if nothing was recorded); ``reduce`` sums over ranks first."""
+        total = self._sum.total
+        device = total.device if total is not None else None
+        pair = torch.stack(
+            [
+                total.double().reshape(()) if total is not None else torch.zeros((), dtype=torch.float64),
+                torch.tensor(float(self.count), dtype=torch.float64, device=device),
+            ]
+        )
+        if reduce:
+            pair = _reduce_on_backend_device(pair)
+        total_value, count = pair.tolist()
+        return total_value / count if count else float("nan")
+
+    def state_dict(self) -> dict:
+        return {"sum": self._sum.state_dict(), "count": self.count}
+
+    def load_state_dict(self, state: dict, device=None) -> None:
+        self._sum.load_state_dict(state["sum"], device)
+        self.count = int(state["count"])
+
+
+def _reduce_on_backend_device(tensor: torch.Tensor) -> torch.Tensor:
+    """All-reduces (sum) on a device the process group's backend accepts."""
+    if comm.get_world_size() == 1:
+        return tensor
+    import torch.distributed as dist
+
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    out = tensor.to(device)
+    comm.all_reduce_sum(out)
+    return out.to(tensor.device)
