@@ -32,6 +32,7 @@ __all__ = [
     "apply_overrides",
     "check_config",
     "add_override_arguments",
+    "to_plain",
 ]
 
 
@@ -80,7 +81,7 @@ class Config(dict):
 
     def to_dict(self):
         """Plain nested dicts and lists, safe for YAML, JSON and checkpoints (other values become str)."""
-        return _plain(self)
+        return to_plain(self)
 
 
 def _wrap(value):
@@ -93,7 +94,8 @@ def _wrap(value):
     return value
 
 
-def _plain(value):
+def to_plain(value):
+    """``value`` as nested dicts and lists of str, int, float, bool and None; other objects become str."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, numbers.Integral):  # also numpy integers, which YAML cannot write
@@ -101,9 +103,11 @@ def _plain(value):
     if isinstance(value, numbers.Real):
         return float(value)
     if isinstance(value, Mapping):
-        return {key if isinstance(key, (str, int)) else str(key): _plain(item) for key, item in value.items()}
+        return {key if isinstance(key, (str, int)) else str(key): to_plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [to_plain(item) for item in value]
+    if isinstance(value, argparse.Namespace):
+        return to_plain(vars(value))
     return str(value)
 
 
@@ -159,7 +163,7 @@ def save_config(cfg, path):
     """Write ``cfg`` (a dict, Config or argparse.Namespace) as plain YAML, atomically; returns ``path``."""
     if isinstance(cfg, argparse.Namespace):
         cfg = vars(cfg)
-    text = yaml.safe_dump(_plain(cfg), sort_keys=False, allow_unicode=True, default_flow_style=False)
+    text = yaml.safe_dump(to_plain(cfg), sort_keys=False, allow_unicode=True, default_flow_style=False)
     try:
         write_text_atomic(path, text)
     except OSError as error:
