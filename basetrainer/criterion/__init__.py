@@ -1,0 +1,5 @@
+"""Losses by name; see :func:`get_criterion`."""
+from .criterion import get_criterion
+from .losses import FocalLoss, OneHotBCEWithLogitsLoss, WeightedLosses
+
+__all__ = ["FocalLoss", "OneHotBCEWithLogitsLoss", "WeightedLosses", "get_criterion"]
