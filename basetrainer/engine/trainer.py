@@ -175,7 +175,7 @@ class EngineTrainer:
         return logs
 
     def train_epoch(self, logs):
-        events, move = self._events, self._mover()
+        events, move, param_groups = self._events, self._mover(), self.optimizer.param_groups
         self.model.train()
         batches = data.iterate_from(self.train_loader, self.epoch, self.start_batch)
         if self._pending_rng is not None:  # after positioning the loader, so skipped batches don't count
@@ -187,6 +187,7 @@ class EngineTrainer:
             events.on_batch_begin(batch, logs)
             inputs = move(inputs)
             outputs, losses = self.train_step(inputs)
+            logs["lr"] = param_groups[0]["lr"]
             events.on_train_summary(inputs, outputs, losses, self.epoch, batch, logs)
             events.on_batch_end(batch, logs)
             if self._stop_requested(batch):

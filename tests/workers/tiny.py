@@ -1,0 +1,148 @@
+"""A small, complete training job that tests run as a subprocess.
+
+It covers what a real job does (sharded loader with random augmentation, dropout, SGD
+with momentum, an LR schedule, loss recorder, checkpoints) in a few seconds on a CPU.
+Faults are injected from the command line: ``--kill-at E:B`` SIGKILLs the process after
+batch B of epoch E, ``--raise-on-rank R`` makes rank R raise, ``--fail-save`` makes the
+next checkpoint write fail half-way.
+
+    python tests/workers/tiny.py --work-dir D --out W.pt [--procs 2] [--resume auto] ...
+"""
+import argparse
+import os
+import signal
+import sys
+
+import torch
+import torch.nn as nn
+from torch.utils.data import Dataset
+
+from basetrainer.callbacks.callbacks import Callback
+from basetrainer.callbacks.losses_recorder import LossesRecorder
+from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
+from basetrainer.engine.checkpoint import model_state_dict
+from basetrainer.engine.launch import launch
+from basetrainer.engine.trainer import EngineTrainer
+from basetrainer.scheduler.build_scheduler import get_scheduler
+
+
+class NoisyBlobs(Dataset):
+    """4 Gaussian blobs; training samples get fresh noise from the global RNG (like augmentation)."""
+
+    def __init__(self, n, seed, augment):
+        g = torch.Generator().manual_seed(seed)
+        self.y = torch.randint(0, 4, (n,), generator=g)
+        centers = torch.tensor([[2.0, 0], [-2.0, 0], [0, 2.0], [0, -2.0]])
+        self.x = torch.cat([centers[self.y], torch.randn(n, 6, generator=g)], dim=1) + 0.5 * torch.randn(n, 8, generator=g)
+        self.augment = augment
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        if self.augment:
+            x = x + 0.1 * torch.randn(8)
+        return x, self.y[i]
+
+
+class Fault(Callback):
+    def __init__(self, kill_at, raise_on_rank):
+        super().__init__()
+        self.kill_at, self.raise_on_rank = kill_at, raise_on_rank
+
+    def on_batch_end(self, batch, logs):
+        trainer = self.trainer
+        if self.raise_on_rank is not None and trainer.rank == self.raise_on_rank and trainer.iteration == 2:
+            raise ValueError(f"injected failure on rank {trainer.rank}")
+        if self.kill_at == (trainer.epoch, batch):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class TinyTrainer(EngineTrainer):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.build(cfg)
+
+    def build_train_loader(self, cfg):
+        return self.build_dataloader(NoisyBlobs(cfg.train_size, 0, augment=True), cfg.batch_size, 0, phase="train")
+
+    def build_test_loader(self, cfg):
+        return self.build_dataloader(NoisyBlobs(101, 1, augment=False), 16, 0, phase="test", shuffle=False)
+
+    def build_model(self, cfg):
+        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 4))
+        return self.build_model_parallel(model)
+
+    def build_criterion(self, cfg):
+        return nn.CrossEntropyLoss()
+
+    def build_optimizer(self, cfg):
+        return torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
+
+    def build_callbacks(self, cfg):
+        return [
+            get_scheduler("cosine", self.optimizer, lr_init=0.05, num_epochs=cfg.num_epochs,
+                          num_steps=self.num_steps, milestones=[], num_warn_up=1),
+            LossesRecorder(),
+            ModelCheckpoint(moder_dir=os.path.join(cfg.work_dir, "model"), epochs=cfg.num_epochs,
+                            indicator="loss", inverse=True, every_n_iters=cfg.every_n_iters),
+            Fault(cfg.kill_at, cfg.raise_on_rank),
+        ]
+
+
+def main(cfg):
+    torch.set_num_threads(1)
+    trainer = TinyTrainer(cfg)
+    if cfg.fail_save:
+        _fail_next_save()
+    logs = trainer.run()
+    if trainer.is_main_process and cfg.out:
+        torch.save({"weights": model_state_dict(trainer.model), "logs": logs, "test_num": trainer.test_num}, cfg.out)
+
+
+def _fail_next_save():
+    """Makes torch.save write part of the file, then fail, as a full disk would."""
+    import basetrainer.engine.checkpoint as ckpt
+
+    real_save = ckpt.torch.save
+
+    def failing_save(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04 partial")
+        raise OSError(28, "No space left on device")
+
+    ckpt.torch.save = failing_save
+    ckpt._real_save = real_save
+
+
+class Cfg(argparse.Namespace):
+    def get(self, key, default=None):
+        return getattr(self, key, default)
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--work-dir", dest="work_dir", required=True)
+    p.add_argument("--out", default=None)
+    p.add_argument("--procs", type=int, default=1)
+    p.add_argument("--machines", type=int, default=1)
+    p.add_argument("--machine-rank", dest="machine_rank", type=int, default=0)
+    p.add_argument("--dist-url", dest="dist_url", default="auto")
+    p.add_argument("--epochs", dest="num_epochs", type=int, default=3)
+    p.add_argument("--train-size", dest="train_size", type=int, default=96)
+    p.add_argument("--batch-size", dest="batch_size", type=int, default=8)
+    p.add_argument("--resume", default=None)
+    p.add_argument("--every-n-iters", dest="every_n_iters", type=int, default=0)
+    p.add_argument("--kill-at", dest="kill_at", type=lambda s: tuple(int(v) for v in s.split(":")), default=None)
+    p.add_argument("--raise-on-rank", dest="raise_on_rank", type=int, default=None)
+    p.add_argument("--fail-save", dest="fail_save", action="store_true")
+    p.add_argument("--timeout", type=float, default=60)
+    cfg = p.parse_args(argv, namespace=Cfg())
+    cfg.gpu_id, cfg.progress, cfg.seed = None, False, 7
+    return cfg
+
+
+if __name__ == "__main__":
+    cfg = parse()
+    launch(main, cfg.procs, num_machines=cfg.machines, machine_rank=cfg.machine_rank, dist_url=cfg.dist_url,
+           args=(cfg,), timeout=cfg.timeout)
