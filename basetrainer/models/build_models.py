@@ -1,0 +1,144 @@
+"""Classification models by name: any torchvision classification model, sized for num_classes.
+
+torchvision is imported inside the functions, so importing basetrainer stays light.
+"""
+import difflib
+import logging
+import numbers
+import os
+import shutil
+import tempfile
+import urllib.request
+from typing import Sequence, Union
+
+import torch
+from torch import nn
+
+from ..errors import CheckpointError, ConfigError
+
+logger = logging.getLogger("basetrainer")
+
+DOWNLOAD_TIMEOUT_S = 10
+# Family names -> the member people usually mean.
+_ALIASES = {
+    "mobilenet_v3": "mobilenet_v3_large",
+    "efficientnet": "efficientnet_b0",
+    "convnext": "convnext_tiny",
+    "vit": "vit_b_16",
+    "regnet": "regnet_y_400mf",
+    "swin": "swin_t",
+}
+_WIDTH_MULT_MODELS = ("mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small")
+
+
+def get_models(
+    net_type: str,
+    input_size: Union[int, Sequence[int], None] = None,
+    num_classes: int = 1000,
+    width_mult: float = 1.0,
+    pretrained: Union[bool, str, os.PathLike, None] = True,
+    **kwargs,
+) -> nn.Module:
+    """The torchvision classification model ``net_type`` with a ``num_classes``-way head.
+
+    ``net_type`` is any name in ``torchvision.models.list_models(module=torchvision.models)``,
+    case-insensitive (also ``mobilenet_v3``, ``efficientnet``, ``convnext``, ``vit``,
+    ``regnet``, ``swin`` for their usual member). ``input_size`` (``[w, h]`` or an int)
+    sets ViT's ``image_size`` and MaxViT's ``input_size``; other models take any size.
+    ``width_mult`` works for the MobileNets. ``pretrained``: False/None for random
+    weights, True for torchvision's (from torch.hub's cache, else downloaded), or a path to
+    a weights file; layers whose shape differs (the head) keep their fresh weights, with a
+    warning. Other ``kwargs`` go to the torchvision builder (e.g. ``dropout``).
+    """
+    from torchvision import models as tv
+
+    kwargs.pop("is_train", None)  # old API argument; train/eval mode is the trainer's business
+    name = _model_name(net_type, tv.list_models(module=tv))
+    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 1:
+        raise ConfigError(f"num_classes must be a positive integer, got {num_classes!r}")
+    if width_mult != 1.0:
+        if name not in _WIDTH_MULT_MODELS:
+            raise ConfigError(f"{name} has no width_mult; use width_mult=1.0 or one of: {', '.join(_WIDTH_MULT_MODELS)}")
+        if pretrained is True:
+            raise ConfigError(f"torchvision has {name} weights only for width_mult=1.0; set pretrained=False")
+        kwargs["width_mult"] = width_mult
+    kwargs.update(_input_size_kwargs(name, input_size))
+
+    model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+    if pretrained is True:
+        _load_pretrained(model, _torchvision_weights_file(name, tv), name)
+    elif pretrained:
+        if not os.path.isfile(pretrained):
+            raise ConfigError(f"pretrained={str(pretrained)!r}: no such file; give a weights file, True or False")
+        _load_pretrained(model, os.fspath(pretrained), name)
+    return model
+
+
+def _model_name(net_type: str, names: Sequence[str]) -> str:
+    key = str(net_type).lower().replace("-", "_")
+    key = _ALIASES.get(key, key)
+    if key in names:
+        return key
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    raise ConfigError(
+        f"unknown net_type {net_type!r}; {hint}(any of torchvision.models.list_models(module=torchvision.models))"
+    )
+
+
+def _input_size_kwargs(name: str, input_size) -> dict:
+    if input_size is None:
+        return {}
+    sizes = [input_size] if isinstance(input_size, int) else list(input_size)
+    width, height = sizes[0], sizes[-1]
+    if name.startswith("vit_"):
+        if width != height:
+            raise ConfigError(f"{name} needs a square input_size, got {input_size}; use e.g. [224, 224]")
+        return {"image_size": width}
+    if name == "maxvit_t":
+        return {"input_size": (height, width)}
+    return {}
+
+
+def _torchvision_weights_file(name: str, tv) -> str:
+    """The path of torchvision's default weights for ``name``, downloading them if needed."""
+    url = tv.get_model_weights(name).DEFAULT.url
+    folder = os.path.join(torch.hub.get_dir(), "checkpoints")
+    path = os.path.join(folder, os.path.basename(url))
+    if os.path.isfile(path):
+        return path
+    logger.info("downloading %s to %s", url, path)
+    try:
+        _download(url, path)
+    except OSError as e:
+        raise ConfigError(
+            f"pretrained=True: cannot download {url} ({getattr(e, 'reason', None) or e}); "
+            f"put {os.path.basename(url)} in {folder}, or pass pretrained=<weights file> or pretrained=False"
+        ) from None
+    return path
+
+
+def _download(url: str, path: str) -> None:
+    # A timeout on every socket operation: offline machines fail in seconds instead of hanging.
+    # Written to a temporary file and renamed, so an interrupted download leaves no corrupt file.
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
+            shutil.copyfileobj(response, f)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+def _load_pretrained(model: nn.Module, path: str, name: str) -> None:
+    from ..engine.checkpoint import load_weights
+
+    report = load_weights(model, path)
+    # Old torchvision files predate BatchNorm's num_batches_tracked; it starts at 0 either way.
+    missing = [k for k in report["missing"] if not k.endswith("num_batches_tracked")]
+    if missing:
+        raise CheckpointError(
+            f"{path} lacks {len(missing)} of {name}'s weights (e.g. {missing[0]}); give a file saved from {name}"
+        )
