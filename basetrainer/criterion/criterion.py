@@ -22,7 +22,9 @@ _NAMES = {
     "mseloss": "MSELoss", "mse": "MSELoss", "l2loss": "MSELoss",
     "smoothl1loss": "SmoothL1Loss", "smoothl1": "SmoothL1Loss",
 }
-KNOWN_LOSSES = "CrossEntropyLoss (CELoss), LabelSmoothing, FocalLoss, BCEWithLogitsLoss, L1Loss, MSELoss (mse), SmoothL1Loss"
+KNOWN_LOSSES = (
+    "CrossEntropyLoss (CELoss), LabelSmoothing, FocalLoss, BCEWithLogitsLoss, L1Loss, MSELoss (mse), SmoothL1Loss"
+)
 _REGRESSION = {"L1Loss": nn.L1Loss, "MSELoss": nn.MSELoss, "SmoothL1Loss": nn.SmoothL1Loss}
 
 

@@ -58,7 +58,8 @@ def get_models(
         raise ConfigError(f"num_classes must be a positive integer, got {num_classes!r}")
     if width_mult != 1.0:
         if name not in _WIDTH_MULT_MODELS:
-            raise ConfigError(f"{name} has no width_mult; use width_mult=1.0 or one of: {', '.join(_WIDTH_MULT_MODELS)}")
+            supported = ", ".join(_WIDTH_MULT_MODELS)
+            raise ConfigError(f"{name} has no width_mult; use width_mult=1.0 or one of: {supported}")
         if pretrained is True:
             raise ConfigError(f"torchvision has {name} weights only for width_mult=1.0; set pretrained=False")
         kwargs["width_mult"] = width_mult

@@ -28,7 +28,7 @@ def get_optimizer(
 
     ``model`` is an ``nn.Module``, an iterable of tensors, or a list of param-group dicts
     (a group's own ``lr``/``weight_decay`` win over the arguments here). Names are
-    case-insensitive. ``momentum`` applies to SGD and RMSprop, ``betas`` to Adam and
+    case-insensitive. ``weight_decay`` is 0 unless given, for AdamW too. ``momentum`` applies to SGD and RMSprop, ``betas`` to Adam and
     AdamW, ``eps`` to all but SGD. ``exclude_bias_norm_from_decay`` (old name:
     ``split_params``) gives every 1-D parameter (biases, norm-layer weights, also e.g.
     ConvNeXt's layer scale) ``weight_decay=0``. ``parameters`` are extra tensors trained
