@@ -5,6 +5,7 @@ warm-up is on, 2 epochs of it (W = 10 iterations) starting from 1% of the target
 """
 import io
 import math
+import warnings
 
 import pytest
 import torch
@@ -215,6 +216,16 @@ def test_logs_lr_shows_the_lr_for_the_next_batch():
         optimizer.step()
         callback.on_batch_end(batch, logs)
     assert logs["lr"] == pytest.approx(LR * 0.1) == optimizer.param_groups[0]["lr"]
+
+
+def test_stepping_before_any_optimizer_step_gives_no_warning():
+    # With gradient accumulation the first batches end without an optimizer step.
+    callback = get_scheduler("cosine", make_optimizer(), LR, EPOCHS, STEPS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.on_batch_end(0, {})
+        callback.on_batch_end(1, {})
+    assert [str(w.message) for w in caught] == []
 
 
 def test_callback_list_dispatches_batch_end_to_the_scheduler():

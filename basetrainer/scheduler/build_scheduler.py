@@ -4,6 +4,7 @@ The closed forms are in :mod:`basetrainer.scheduler.schedules`.
 """
 import copy
 import numbers
+import warnings
 from typing import Optional, Sequence
 
 import torch
@@ -55,7 +56,14 @@ class LRSchedulerCallback(Callback):
         return self.scheduler.last_epoch
 
     def on_batch_end(self, batch: int, logs: Optional[dict] = None):
-        self.scheduler.step()
+        if self.scheduler.last_epoch == 0:
+            # torch warns when its first step precedes optimizer.step(); here that is by design:
+            # the schedule counts batches, also those that only accumulate gradients.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step", UserWarning)
+                self.scheduler.step()
+        else:
+            self.scheduler.step()
         if logs is not None:
             logs["lr"] = self.optimizer.param_groups[0]["lr"]
 
