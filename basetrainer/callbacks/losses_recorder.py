@@ -1,5 +1,5 @@
 """The mean loss of each epoch, for training and evaluation."""
-from ..engine.batch import total_loss
+from ..engine.batch import batch_size, total_loss
 from ..metric.meters import MeanMeter
 from .callbacks import HIGH, Callback
 
@@ -7,7 +7,8 @@ from .callbacks import HIGH, Callback
 class LossesRecorder(Callback):
     """Publishes the epoch's mean loss as ``logs["train"][indicator]`` and ``logs["test"][indicator]``.
 
-    The mean is over batches, and over all ranks when each rank sees different data.
+    The mean is over samples (each batch's loss weighted by its size), and over all ranks
+    when each rank sees different data, so it equals a single-process value.
     Losses stay on the device until the epoch ends: no host sync per step.
     """
 
@@ -20,13 +21,13 @@ class LossesRecorder(Callback):
         self.test_meter = MeanMeter()
 
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self.train_meter.update(total_loss(losses))
+        self.train_meter.update(total_loss(losses), batch_size(inputs))
 
     def on_test_begin(self, logs):
         self.test_meter.reset()
 
     def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self.test_meter.update(total_loss(losses))
+        self.test_meter.update(total_loss(losses), batch_size(inputs))
 
     def on_test_end(self, logs):
         _publish(self, self.test_meter, "test", logs)

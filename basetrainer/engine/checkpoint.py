@@ -37,6 +37,7 @@ def save_checkpoint(obj, path: str) -> str:
     except OSError as e:
         raise CheckpointError(f"cannot write checkpoint {path}: {e.strerror}; choose a writable work_dir") from None
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; checkpoints are ordinary files
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
             f.flush()
@@ -187,6 +188,12 @@ def _unsafe_detail(error: Exception) -> str:
         if "Unsupported global" in line or "GLOBAL" in line:
             return line.strip().rstrip(".")
     return "unsupported object"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _remove_quietly(path: str) -> None:

@@ -48,43 +48,55 @@ class DeferredSum:
 
 
 class MeanMeter:
-    """Mean of per-batch values over an epoch, across all ranks when they share the data.
+    """Weighted mean of per-batch values over an epoch, across all ranks when they share the data.
 
-    ``update(value)`` costs a list append; ``compute()`` syncs once.
+    Weighting each batch's mean by its number of samples makes the result the mean over
+    samples, which does not depend on how samples were split into batches or ranks.
+    ``update(value, weight)`` costs two list appends; ``compute()`` syncs once.
     """
 
     def __init__(self, fold_every: int = 64):
-        self._sum = DeferredSum(fold_every)
-        self.count = 0
+        self.fold_every = fold_every
+        self.reset()
 
     def reset(self) -> None:
-        self._sum.reset()
+        self._values, self._weights = [], []
+        self._total = None
         self.count = 0
 
-    def update(self, value: torch.Tensor) -> None:
-        self._sum.update(value.detach())
-        self.count += 1
+    def update(self, value: torch.Tensor, weight: int = 1) -> None:
+        self._values.append(value.detach())
+        self._weights.append(weight)
+        self.count += weight
+        if len(self._values) >= self.fold_every:
+            self._fold()
+
+    def _fold(self) -> None:
+        if self._values:
+            values = torch.stack([v.double().reshape(()) for v in self._values])
+            weights = torch.tensor(self._weights, dtype=torch.float64, device=values.device)
+            folded = (values * weights).sum()
+            self._total = folded if self._total is None else self._total + folded
+            self._values, self._weights = [], []
 
     def compute(self, reduce: bool = True) -> float:
         """The mean as a float (NaN if nothing was recorded); ``reduce`` sums over ranks first."""
-        total = self._sum.total
-        device = total.device if total is not None else None
-        pair = torch.stack(
-            [
-                total.double().reshape(()) if total is not None else torch.zeros((), dtype=torch.float64),
-                torch.tensor(float(self.count), dtype=torch.float64, device=device),
-            ]
-        )
+        self._fold()
+        total = self._total if self._total is not None else torch.zeros((), dtype=torch.float64)
+        pair = torch.stack([total, torch.tensor(float(self.count), dtype=torch.float64, device=total.device)])
         if reduce:
             pair = _reduce_on_backend_device(pair)
         total_value, count = pair.tolist()
         return total_value / count if count else float("nan")
 
     def state_dict(self) -> dict:
-        return {"sum": self._sum.state_dict(), "count": self.count}
+        self._fold()
+        return {"total": None if self._total is None else self._total.cpu(), "count": self.count}
 
     def load_state_dict(self, state: dict, device=None) -> None:
-        self._sum.load_state_dict(state["sum"], device)
+        self.reset()
+        total = state.get("total")
+        self._total = None if total is None else total.to(device or "cpu")
         self.count = int(state["count"])
 
 

@@ -4,11 +4,14 @@ It covers what a real job does (sharded loader with random augmentation, dropout
 with momentum, an LR schedule, loss recorder, checkpoints) in a few seconds on a CPU.
 Faults are injected from the command line: ``--kill-at E:B`` SIGKILLs the process after
 batch B of epoch E, ``--raise-on-rank R`` makes rank R raise, ``--fail-save`` makes the
-next checkpoint write fail half-way.
+next checkpoint write fail half-way. ``--probe-dir D`` makes every rank write, to D,
+the first random numbers it drew and every file it opened for writing under the work dir
+(seen through a Python audit hook).
 
     python tests/workers/tiny.py --work-dir D --out W.pt [--procs 2] [--resume auto] ...
 """
 import argparse
+import json
 import os
 import signal
 import sys
@@ -65,13 +68,16 @@ class TinyTrainer(EngineTrainer):
         self.build(cfg)
 
     def build_train_loader(self, cfg):
-        return self.build_dataloader(NoisyBlobs(cfg.train_size, 0, augment=True), cfg.batch_size, 0, phase="train")
+        return self.build_dataloader(NoisyBlobs(cfg.train_size, 0, augment=not cfg.plain), cfg.batch_size, 0,
+                                     phase="train")
 
     def build_test_loader(self, cfg):
-        return self.build_dataloader(NoisyBlobs(101, 1, augment=False), 16, 0, phase="test", shuffle=False)
+        # 101 samples in batches of 10: on 2 ranks, 6 batches on one and 5 on the other.
+        return self.build_dataloader(NoisyBlobs(101, 1, augment=False), 10, 0, phase="test", shuffle=False)
 
     def build_model(self, cfg):
-        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 4))
+        model = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.0 if cfg.plain else 0.2),
+                              nn.Linear(32, 4))
         return self.build_model_parallel(model)
 
     def build_criterion(self, cfg):
@@ -82,8 +88,9 @@ class TinyTrainer(EngineTrainer):
 
     def build_callbacks(self, cfg):
         return [
-            get_scheduler("cosine", self.optimizer, lr_init=0.05, num_epochs=cfg.num_epochs,
-                          num_steps=self.num_steps, milestones=[], num_warn_up=1),
+            get_scheduler("constant" if cfg.plain else "cosine", self.optimizer, lr_init=0.05,
+                          num_epochs=cfg.num_epochs, num_steps=self.num_steps, milestones=[],
+                          num_warn_up=0 if cfg.plain else 1),
             LossesRecorder(),
             ModelCheckpoint(moder_dir=os.path.join(cfg.work_dir, "model"), epochs=cfg.num_epochs,
                             indicator="loss", inverse=True, every_n_iters=cfg.every_n_iters),
@@ -93,12 +100,42 @@ class TinyTrainer(EngineTrainer):
 
 def main(cfg):
     torch.set_num_threads(1)
+    writes = _audit_writes(cfg.work_dir) if cfg.probe_dir else None
     trainer = TinyTrainer(cfg)
     if cfg.fail_save:
         _fail_next_save()
+    first_random = None
+    if cfg.probe_dir:
+        class Probe(Callback):
+            def on_train_begin(self, logs):
+                nonlocal first_random
+                state = torch.get_rng_state()
+                first_random = torch.rand(2).tolist()
+                torch.set_rng_state(state)
+        trainer.callbacks.append(Probe())
     logs = trainer.run()
     if trainer.is_main_process and cfg.out:
         torch.save({"weights": model_state_dict(trainer.model), "logs": logs, "test_num": trainer.test_num}, cfg.out)
+    if cfg.probe_dir:
+        with open(os.path.join(cfg.probe_dir, f"rank{trainer.rank}.json"), "w") as f:
+            json.dump({"writes": sorted(set(writes)), "first_random": first_random}, f)
+
+
+def _audit_writes(root):
+    """Records the paths under ``root`` that this process opens for writing."""
+    root = os.path.abspath(root)
+    seen = []
+
+    def hook(event, args):
+        if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.path.abspath(os.fsdecode(args[0]))
+            mode, flags = (args[1] or ""), (args[2] or 0)
+            writing = any(c in mode for c in "wax+") or flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+            if writing and path.startswith(root):
+                seen.append(path)
+
+    sys.addaudithook(hook)
+    return seen
 
 
 def _fail_next_save():
@@ -137,6 +174,8 @@ def parse(argv=None):
     p.add_argument("--raise-on-rank", dest="raise_on_rank", type=int, default=None)
     p.add_argument("--fail-save", dest="fail_save", action="store_true")
     p.add_argument("--timeout", type=float, default=60)
+    p.add_argument("--probe-dir", dest="probe_dir", default=None)
+    p.add_argument("--plain", action="store_true", help="no dropout, no augmentation, constant lr")
     cfg = p.parse_args(argv, namespace=Cfg())
     cfg.gpu_id, cfg.progress, cfg.seed = None, False, 7
     return cfg

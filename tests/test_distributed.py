@@ -1,0 +1,200 @@
+"""Several processes (2 gloo workers on the CPU): results that are correct, not only runs that finish."""
+import json
+import os
+import socket
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+
+from basetrainer.engine import launch as launch_module
+from basetrainer.engine.data import EvalSampler, TrainSampler, build_dataloader
+from basetrainer.errors import LaunchError
+from conftest import free_port, load_result, run_python, same_weights, TINY
+from toy import ToyTrainer, blobs, toy_cfg
+from workers.tiny import NoisyBlobs, parse
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory):
+    """One 2-process job shared by the tests that only read its results."""
+    root = tmp_path_factory.mktemp("ddp")
+    probes = root / "probes"
+    probes.mkdir()
+    result = run_python([TINY, "--procs", 2, "--work-dir", root / "work", "--out", root / "w.pt",
+                         "--probe-dir", probes, "--epochs", 2])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root
+
+
+def test_train_sampler_shards_by_global_rank_without_overlap():
+    data = list(range(40))
+    shards = [list(TrainSampler(data, num_replicas=4, rank=r, seed=1)) for r in range(4)]
+    assert sorted(sum(shards, [])) == data
+    assert all(len(s) == 10 for s in shards)
+
+
+def test_eval_sampler_counts_every_sample_exactly_once():
+    shards = [list(EvalSampler(range(101), num_replicas=2, rank=r)) for r in range(2)]
+    assert sorted(shards[0] + shards[1]) == list(range(101))
+    assert (len(shards[0]), len(shards[1])) == (51, 50)
+
+
+def test_set_epoch_changes_the_order_every_epoch_and_only_then():
+    sampler = TrainSampler(range(64), num_replicas=2, rank=1, seed=5)
+    epoch0, again0 = list(sampler), list(sampler)
+    sampler.set_epoch(1)
+    assert epoch0 == again0 and list(sampler) != epoch0
+
+
+def test_the_trainer_calls_set_epoch_by_itself():
+    first_batches = []
+
+    from basetrainer.callbacks.callbacks import Callback
+
+    class FirstBatch(Callback):
+        def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
+            if batch == 0:
+                first_batches.append(inputs[1].clone())
+
+    ToyTrainer(toy_cfg(num_epochs=3, callbacks=[FirstBatch()])).run()
+    assert not torch.equal(first_batches[0], first_batches[1]) and not torch.equal(first_batches[1], first_batches[2])
+
+
+def test_ddp_weights_equal_one_process_trained_on_both_ranks_batches(tmp_path):
+    """2 ranks x batch 8 under DDP == 1 process stepping on the gradient averaged over both ranks' batches."""
+    result = run_python([TINY, "--procs", 2, "--work-dir", tmp_path / "w", "--out", tmp_path / "ddp.pt",
+                         "--epochs", 2, "--plain"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    ddp = load_result(tmp_path / "ddp.pt")["weights"]
+
+    cfg = parse(["--work-dir", str(tmp_path), "--epochs", "2", "--plain"])
+    dataset = NoisyBlobs(cfg.train_size, 0, augment=False)
+    torch.manual_seed(cfg.seed)  # the trainer seeds before build_model: the same initial weights
+    model = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.0), nn.Linear(32, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    samplers = [TrainSampler(dataset, num_replicas=2, rank=r, seed=cfg.seed) for r in range(2)]
+    steps = len(samplers[0]) // cfg.batch_size
+    for epoch in range(cfg.num_epochs):
+        for s in samplers:
+            s.set_epoch(epoch)
+        orders = [list(s) for s in samplers]
+        for b in range(steps):
+            window = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
+            # DDP averages the ranks' gradients, each of a mean over the rank's 8 samples;
+            # BatchNorm normalises each rank's batch on its own, so the halves run separately.
+            loss = sum(nn.functional.cross_entropy(model(dataset.x[o[window]]), dataset.y[o[window]])
+                       for o in orders) / 2
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    for k, v in model.state_dict().items():
+        if "running" not in k and "num_batches" not in k:  # DDP keeps rank 0's BatchNorm statistics
+            torch.testing.assert_close(ddp[k], v, atol=1e-5, rtol=1e-4, msg=f"{k} differs")
+
+
+def test_evaluation_on_2_ranks_counts_101_samples_and_equals_one_process(two_process_run):
+    run = load_result(two_process_run / "w.pt")
+    assert run["test_num"] == 101
+    model = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 4))
+    model.load_state_dict(run["weights"])
+    model.eval()
+    test = NoisyBlobs(101, 1, augment=False)
+    with torch.no_grad():
+        single_process_loss = nn.functional.cross_entropy(model(test.x), test.y).item()
+    assert run["logs"]["test"]["loss"] == pytest.approx(single_process_loss, rel=1e-6)
+
+
+def test_only_rank_0_writes_files(two_process_run):
+    rank0 = json.loads((two_process_run / "probes" / "rank0.json").read_text())
+    rank1 = json.loads((two_process_run / "probes" / "rank1.json").read_text())
+    assert rank1["writes"] == []
+    assert any(p.endswith(".tmp") and "last.pth" in p for p in rank0["writes"])
+    assert sorted(os.listdir(two_process_run / "work" / "model"))[-2:] == ["last.pth", "model_final.pth"]
+
+
+def test_ranks_draw_different_random_numbers_reproducibly(two_process_run, tmp_path):
+    first = [json.loads((two_process_run / "probes" / f"rank{r}.json").read_text())["first_random"] for r in (0, 1)]
+    assert first[0] != first[1]
+    (tmp_path / "p").mkdir()
+    run_python([TINY, "--procs", 2, "--work-dir", tmp_path / "w", "--probe-dir", tmp_path / "p", "--epochs", 1])
+    again = [json.loads((tmp_path / "p" / f"rank{r}.json").read_text())["first_random"] for r in (0, 1)]
+    assert again == first
+
+
+def test_a_worker_that_raises_makes_launch_exit_nonzero_within_seconds(tiny, tmp_path):
+    started = time.monotonic()
+    result = tiny("--procs", 2, "--work-dir", tmp_path, "--raise-on-rank", 1, "--epochs", 50, check=False)
+    assert result.returncode == 1
+    assert "worker rank 1 failed with ValueError: injected failure on rank 1" in result.stderr
+    assert "Traceback" in result.stderr  # the worker's own traceback reaches the user
+    assert time.monotonic() - started < 60
+
+
+def test_the_torchrun_path_trains_to_the_same_weights_as_the_spawn_path(two_process_run, tmp_path):
+    result = run_python(["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", free_port(),
+                         TINY, "--work-dir", tmp_path / "w", "--out", tmp_path / "w.pt", "--epochs", 2])
+    assert result.returncode == 0, result.stderr[-3000:]
+    spawned = load_result(two_process_run / "w.pt")["weights"]
+    assert same_weights(load_result(tmp_path / "w.pt")["weights"], spawned)
+
+
+def test_two_machines_on_loopback_train_like_one_machine_with_as_many_processes(two_process_run, tmp_path):
+    import subprocess
+    import sys
+
+    url = f"tcp://127.0.0.1:{free_port()}"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    machines = [
+        subprocess.Popen([sys.executable, TINY, "--machines", "2", "--machine-rank", str(r), "--procs", "1",
+                          "--dist-url", url, "--work-dir", str(tmp_path / "w"), "--out", str(tmp_path / "w.pt"),
+                          "--epochs", "2"], stderr=subprocess.PIPE, text=True, env=env)
+        for r in (0, 1)
+    ]
+    outputs = [m.communicate(timeout=240)[1] for m in machines]
+    assert [m.returncode for m in machines] == [0, 0], outputs
+    spawned = load_result(two_process_run / "w.pt")["weights"]
+    assert same_weights(load_result(tmp_path / "w.pt")["weights"], spawned)
+
+
+def test_a_busy_fixed_port_is_a_one_line_error(tiny, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = tiny("--procs", 2, "--work-dir", tmp_path, "--dist-url", f"tcp://127.0.0.1:{port}", check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: port {port} on 127.0.0.1 is already in use (another job?): pass dist_url='auto' or choose a free port")
+    assert "Traceback" not in result.stderr
+
+
+def test_more_gpus_than_present_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(LaunchError, match="asked for 4 GPUs per machine but this machine has 1"):
+        launch_module.launch(print, 4, args=("never runs",))
+
+
+def test_auto_dist_url_needs_one_machine():
+    with pytest.raises(LaunchError, match="dist_url='auto' works on one machine only"):
+        launch_module._resolve_dist_url("auto", num_machines=2, machine_rank=0)
+
+
+def test_a_slurm_node_list_gives_its_first_host():
+    assert launch_module._first_host("gpu[003-005,9],login1") == "gpu003"
+    assert launch_module._first_host("node7,node8") == "node7"
+
+
+def test_one_process_runs_main_func_in_place():
+    assert launch_module.launch(lambda x: x * 2, 1, args=(21,)) == 42
+
+
+def test_a_training_loader_too_small_for_one_batch_is_a_clear_error():
+    from basetrainer.errors import DataError
+
+    with pytest.raises(DataError, match=r"yields no batch: 10 samples per process < batch_size 16 .*lower batch_size"):
+        build_dataloader(blobs(10), 16, 0, phase="train")
