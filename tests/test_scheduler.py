@@ -208,16 +208,6 @@ def test_lr_init_is_the_reference_when_groups_share_one_lr():
     assert lrs_per_iteration(callback, optimizer, 2) == [0.2, 0.2]
 
 
-def test_logs_lr_shows_the_lr_for_the_next_batch():
-    optimizer = make_optimizer()
-    callback = get_scheduler("multi-step", optimizer, LR, EPOCHS, STEPS, milestones=[1])
-    logs = {"lr": None}
-    for batch in range(STEPS):
-        optimizer.step()
-        callback.on_batch_end(batch, logs)
-    assert logs["lr"] == pytest.approx(LR * 0.1) == optimizer.param_groups[0]["lr"]
-
-
 def test_stepping_before_any_optimizer_step_gives_no_warning():
     # With gradient accumulation the first batches end without an optimizer step.
     callback = get_scheduler("cosine", make_optimizer(), LR, EPOCHS, STEPS)

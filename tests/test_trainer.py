@@ -162,6 +162,23 @@ def test_clip_grad_norm_caps_the_gradient_norm():
     assert update_norm(0.0) > 10.0
 
 
+def test_logs_lr_is_the_lr_each_step_used():
+    from basetrainer.scheduler.build_scheduler import get_scheduler
+
+    seen = []
+
+    class Lr(Callback):
+        def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
+            seen.append(logs["lr"])
+
+    class Scheduled(ToyTrainer):
+        def build_callbacks(self, cfg):
+            return [get_scheduler("multi-step", self.optimizer, 0.1, 2, self.num_steps, milestones=[1]), Lr()]
+
+    Scheduled(toy_cfg(num_epochs=2, train_size=32, batch_size=16, lr=0.1)).run()
+    assert seen == pytest.approx([0.1, 0.1, 0.01, 0.01])
+
+
 def test_bf16_autocast_runs_on_cpu():
     dtypes = []
 

@@ -34,8 +34,8 @@ class LRSchedulerCallback(Callback):
     the start of training, never reset per epoch) with ``base_lr[g] * lr_factor(it)``, so
     groups keep the ratio between their lrs. The base lrs are the groups' own
     (``initial_lr``, else ``lr``) when they differ, else ``lr_init``. It steps once per
-    training batch, in ``on_batch_end``, and then sets ``logs["lr"]`` to the lr of the
-    first group for the next batch. ``state_dict`` holds plain numbers only;
+    training batch, in ``on_batch_end`` (the trainer publishes the lr each step used in
+    ``logs["lr"]``). ``state_dict`` holds plain numbers only;
     ``load_state_dict`` also puts the restored iteration's lr into the optimizer.
     """
 
@@ -64,8 +64,6 @@ class LRSchedulerCallback(Callback):
                 self.scheduler.step()
         else:
             self.scheduler.step()
-        if logs is not None:
-            logs["lr"] = self.optimizer.param_groups[0]["lr"]
 
     def state_dict(self) -> dict:
         return copy.deepcopy(self.scheduler.state_dict())
