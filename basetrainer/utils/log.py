@@ -1,0 +1,70 @@
+"""The "basetrainer" logger: console and file on the main process, warnings and errors only elsewhere.
+
+Only the "basetrainer" logger is configured (it does not propagate), so the root logger
+and other libraries' loggers are left as they were.
+"""
+import logging
+import os
+
+from tqdm import tqdm
+
+from ..engine import comm
+from ..errors import ConfigError
+
+LOGGER_NAME = "basetrainer"
+_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def set_logger(level="debug", logfile=None, is_main_process=True) -> logging.Logger:
+    """Configures and returns the "basetrainer" logger.
+
+    On the main process (``is_main_process`` and rank 0): messages from ``level`` up go to
+    the console and, when ``logfile`` is given, are appended to it (its folder is created).
+    On the other ranks: warnings and errors only, to the console, tagged with the rank,
+    and no file. Calling it again replaces the handlers it added before, never duplicates them.
+    """
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.propagate = False
+    for handler in [h for h in logger.handlers if getattr(h, "_basetrainer", False)]:
+        logger.removeHandler(handler)
+        handler.close()
+
+    main = bool(is_main_process) and comm.is_main_process()
+    logger.setLevel(_as_level(level) if main else logging.WARNING)
+    prefix = "" if main else f"[rank {comm.get_rank()}] "
+    formatter = logging.Formatter(prefix + _FORMAT, _DATE_FORMAT)
+    handlers = [_ConsoleHandler()]
+    if main and logfile:
+        folder = os.path.dirname(os.path.abspath(logfile))
+        os.makedirs(folder, exist_ok=True)
+        handlers.append(logging.FileHandler(logfile, mode="a", encoding="utf-8"))
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        handler._basetrainer = True
+        logger.addHandler(handler)
+    return logger
+
+
+def get_logger() -> logging.Logger:
+    """The "basetrainer" logger (configured by :func:`set_logger`)."""
+    return logging.getLogger(LOGGER_NAME)
+
+
+class _ConsoleHandler(logging.StreamHandler):
+    """Writes through ``tqdm.write`` so that a line logged mid-epoch does not break the progress bar."""
+
+    def emit(self, record):
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
+
+
+def _as_level(level) -> int:
+    if isinstance(level, int):
+        return level
+    value = logging.getLevelName(str(level).upper())
+    if not isinstance(value, int):
+        raise ConfigError(f"set_logger: unknown level {level!r}; use debug, info, warning or error")
+    return value

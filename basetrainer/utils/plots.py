@@ -1,0 +1,118 @@
+"""Pictures of a run: training curves and confusion matrices, as PNG files.
+
+matplotlib is optional (``pip install basetrainer[plots]``) and imported only when a
+picture is drawn. Figures are drawn with ``matplotlib.figure.Figure``, not pyplot, so the
+user's matplotlib backend and global state are left alone. Without matplotlib, the first
+picture asked for logs one line and every picture is skipped.
+"""
+import logging
+import math
+import os
+
+logger = logging.getLogger("basetrainer")
+
+_warned_missing = False
+
+
+def plot_training_curves(rows, path):
+    """Draws one panel per indicator (its train and test values by epoch) and one for the LR.
+
+    ``rows`` are the history's rows, one per epoch: ``{"epoch": 0, "lr": 0.1,
+    "train_loss": 0.9, "test_loss": 1.1, "train_Acc": 71.0, ...}``; a missing or empty
+    value leaves a gap. Returns ``path``, or None when matplotlib is missing or there is
+    nothing to draw.
+    """
+    if not rows:
+        return None
+    indicators = []
+    for row in rows:
+        for key in row:
+            for phase in ("train_", "test_"):
+                if key.startswith(phase) and key[len(phase):] not in indicators:
+                    indicators.append(key[len(phase):])
+    panels = indicators + ["lr"]
+    Figure = _figure_class(path)
+    if Figure is None:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    columns = min(3, len(panels))
+    lines = math.ceil(len(panels) / columns)
+    figure = Figure(figsize=(5 * columns, 3.6 * lines), layout="constrained")
+    axes = figure.subplots(lines, columns, squeeze=False).ravel()
+    epochs = [row["epoch"] for row in rows]
+    for ax, name in zip(axes, panels):
+        series = [("lr", "lr")] if name == "lr" else [("train", f"train_{name}"), ("test", f"test_{name}")]
+        for label, key in series:
+            values = [_number(row.get(key)) for row in rows]
+            if any(v == v for v in values):
+                ax.plot(epochs, values, marker="o", markersize=3, label=label)
+        ax.set_title(name)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, alpha=0.3)
+        if name != "lr":
+            ax.legend()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    return _save(figure, path)
+
+
+def plot_confusion_matrix(matrix, path, target_names=None, title="confusion matrix"):
+    """Draws ``matrix`` (rows: true class, columns: predicted class), coloured by the share of each row.
+
+    Counts are written in the cells when there are at most 30 classes. Returns ``path``,
+    or None when matplotlib is missing.
+    """
+    Figure = _figure_class(path)
+    if Figure is None:
+        return None
+    counts = [[int(v) for v in row] for row in (matrix.tolist() if hasattr(matrix, "tolist") else matrix)]
+    n = len(counts)
+    names = list(target_names) if target_names is not None and len(target_names) == n else [str(i) for i in range(n)]
+    shares = [[v / max(sum(row), 1) for v in row] for row in counts]
+    side = min(max(4.0, 0.5 * n + 2.0), 30.0)
+    figure = Figure(figsize=(side + 1.0, side), layout="constrained")
+    ax = figure.subplots()
+    image = ax.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
+    figure.colorbar(image, ax=ax, label="share of the true class")
+    ax.set_xticks(range(n), names, rotation=90 if n > 10 else 0)
+    ax.set_yticks(range(n), names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(title)
+    if n <= 30:
+        for i in range(n):
+            for j in range(n):
+                ax.text(j, i, str(counts[i][j]), ha="center", va="center", fontsize=8,
+                        color="white" if shares[i][j] > 0.5 else "black")
+    return _save(figure, path)
+
+
+def _figure_class(path):
+    global _warned_missing
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        if not _warned_missing:
+            logger.warning("matplotlib is not installed: pip install matplotlib to get %s "
+                           "(pictures are skipped)", os.path.basename(path))
+            _warned_missing = True
+        return None
+    return Figure
+
+
+def _save(figure, path) -> str:
+    """Writes the PNG next to ``path`` first, so a reader never sees half a picture."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    temporary = path + ".tmp.png"
+    figure.savefig(temporary, format="png", dpi=100)
+    os.replace(temporary, path)
+    return path
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")

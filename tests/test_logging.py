@@ -1,0 +1,96 @@
+"""set_logger: file and console on the main process, warnings only elsewhere, no side effects; optional pictures."""
+import logging
+import sys
+
+import pytest
+
+from basetrainer.utils import plots
+from basetrainer.utils.log import get_logger, set_logger
+
+
+@pytest.fixture(autouse=True)
+def restore_basetrainer_logger():
+    """set_logger changes the process-wide "basetrainer" logger: put it back for the other tests."""
+    logger = logging.getLogger("basetrainer")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    for handler in logger.handlers:
+        if handler not in saved[0]:
+            handler.close()
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def test_main_process_logs_to_file_and_console(tmp_path, capsys):
+    logfile = tmp_path / "log.txt"
+    logger = set_logger("info", str(logfile))
+    logger.info("hello %d", 7)
+    logger.debug("not shown at info")
+    assert "hello 7" in logfile.read_text()
+    assert "not shown" not in logfile.read_text()
+    assert "hello 7" in capsys.readouterr().err
+
+
+def test_returns_the_basetrainer_logger_that_does_not_propagate(tmp_path):
+    logger = set_logger("debug", str(tmp_path / "log.txt"))
+    assert logger is get_logger() is logging.getLogger("basetrainer")
+    assert logger.level == logging.DEBUG
+    assert logger.propagate is False
+
+
+def test_calling_twice_does_not_duplicate_handlers_or_lines(tmp_path):
+    logfile = tmp_path / "log.txt"
+    set_logger("info", str(logfile))
+    logger = set_logger("info", str(logfile))
+    logger.info("once")
+    assert len(logger.handlers) == 2
+    assert logfile.read_text().count("once") == 1
+
+
+def test_creates_the_log_folder(tmp_path):
+    logfile = tmp_path / "a" / "b" / "log.txt"
+    set_logger("info", str(logfile)).info("x")
+    assert logfile.is_file()
+
+
+def test_other_ranks_log_warnings_only_and_write_no_file(tmp_path, capsys):
+    logfile = tmp_path / "rank1.log"
+    logger = set_logger("debug", str(logfile), is_main_process=False)
+    logger.info("progress line")
+    logger.warning("disk almost full")
+    err = capsys.readouterr().err
+    assert logger.level == logging.WARNING
+    assert "progress line" not in err and "disk almost full" in err
+    assert not logfile.exists()
+
+
+def test_leaves_root_and_other_libraries_loggers_alone(tmp_path):
+    root, other = logging.getLogger(), logging.getLogger("some_library")
+    before = (list(root.handlers), root.level, list(other.handlers), other.level, other.propagate)
+    set_logger("debug", str(tmp_path / "log.txt"))
+    assert (list(root.handlers), root.level, list(other.handlers), other.level, other.propagate) == before
+
+
+def test_unknown_level_is_a_one_line_error():
+    with pytest.raises(Exception, match="unknown level 'loud'"):
+        set_logger("loud")
+
+
+def test_training_curves_png_has_a_panel_per_indicator(tmp_path):
+    rows = [{"epoch": e, "lr": 0.1, "train_loss": 1.0 / (e + 1), "test_loss": 1.2 / (e + 1), "test_Acc": 50.0 + e}
+            for e in range(3)]
+    path = plots.plot_training_curves(rows, str(tmp_path / "curves.png"))
+    assert path and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_without_matplotlib_pictures_are_skipped_with_one_message(tmp_path, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    monkeypatch.setattr(plots, "_warned_missing", False)
+    rows = [{"epoch": 0, "lr": 0.1, "train_loss": 1.0}]
+    with caplog.at_level(logging.WARNING, logger="basetrainer"):
+        assert plots.plot_training_curves(rows, str(tmp_path / "training_curves.png")) is None
+        assert plots.plot_confusion_matrix([[1, 0], [0, 1]], str(tmp_path / "cm.png")) is None
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["matplotlib is not installed: pip install matplotlib to get training_curves.png "
+                        "(pictures are skipped)"]
+    assert not list(tmp_path.iterdir())
