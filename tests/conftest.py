@@ -42,3 +42,7 @@ def load_result(path):
 
 def same_weights(a, b):
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# The machines that run the suite have 2 cores shared by everything: one thread per test process.
+torch.set_num_threads(1)
