@@ -49,20 +49,23 @@ def prune_with_nni(model: nn.Module, example_input, sparsity: float, mode: str, 
                 model, config_list, trainer=_no_training, traced_optimizer=optimizer,
                 criterion=None, training_epochs=0, mode="normal",
             )
+        elif mode == "Level":
+            pruner = LevelPruner(model, config_list)
         else:
-            pruner_class = {"L1": L1NormPruner, "L2": L2NormPruner, "FPGM": FPGMPruner, "Level": LevelPruner}[mode]
-            pruner = pruner_class(model, config_list) if mode == "Level" else pruner_class(
-                # Channels joined by a residual sum or a depthwise convolution are pruned
-                # alike; otherwise ModelSpeedup has to keep most of them.
-                model, config_list, mode="dependency_aware", dummy_input=example_input
-            )
+            pruner_class = {"L1": L1NormPruner, "L2": L2NormPruner, "FPGM": FPGMPruner}[mode]
+            # Channels joined by a residual sum or a depthwise convolution are pruned alike;
+            # otherwise ModelSpeedup has to keep most of them.
+            pruner = pruner_class(model, config_list, mode="dependency_aware", dummy_input=example_input)
         _, masks = pruner.compress()
         pruner._unwrap_model()  # NNI's documented step before speed-up: plain modules again
+    # Copied before ModelSpeedup, which rewrites the masks it is given.
+    record = {name: {key: mask.cpu() for key, mask in layer.items()} for name, layer in masks.items()}
+    masks = {name: {key: mask.to(example_input.device) for key, mask in layer.items()} for name, layer in record.items()}
     if mode == "Level":
         _apply_weight_masks(model, masks)
     else:
         ModelSpeedup(model, example_input, masks).speedup_model()
-    return masks
+    return record
 
 
 def _no_training(model, optimizer, criterion):
@@ -74,4 +77,4 @@ def _apply_weight_masks(model: nn.Module, masks: dict) -> None:
     modules = dict(model.named_modules())
     for name, tensor_masks in masks.items():
         for tensor_name, mask in tensor_masks.items():
-            getattr(modules[name], tensor_name).mul_(mask.to(getattr(modules[name], tensor_name).device))
+            getattr(modules[name], tensor_name).mul_(mask)
