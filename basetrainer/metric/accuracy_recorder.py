@@ -1,0 +1,197 @@
+"""Accuracy of a classifier (top-1 and top-k), its per-class report and its confusion matrix."""
+import logging
+import os
+
+import torch
+
+from ..callbacks.callbacks import HIGH, Callback
+from ..engine import comm
+from . import classification_report
+from .meters import _reduce_on_backend_device
+
+
+class AccuracyRecorder(Callback):
+    """Publishes the epoch's accuracy in percent as ``logs["train"][indicator]`` and ``logs["test"][indicator]``.
+
+    ``outputs`` are the logits, ``(batch, classes)`` (or a tuple/list whose first item is
+    the logits); the targets are ``inputs[1]``, or ``inputs["label"]`` for dict batches.
+    With ``topk=(1, 5)``, ``"<indicator>_top5"`` is published too. Train values are
+    published at ``on_epoch_end``, test values at ``on_test_end``.
+
+    At the end of each evaluation the main process logs the per-class precision, recall
+    and F1 (labelled with ``target_names``), and, when ``log_dir`` is given, writes the
+    confusion matrix there as ``confusion_matrix.csv`` and ``confusion_matrix.png``
+    (rows: true class, columns: predicted class); ``test_matrix`` holds it too.
+
+    Per batch this only keeps references to the logits and targets; every ``fold_every``
+    batches they are folded into a confusion matrix on the device, and the ranks' counts
+    are summed once per epoch, so the values equal a single process's on the same data.
+    ``confusion_matrix`` is the old name of ``log_dir``.
+    """
+
+    priority = HIGH
+
+    def __init__(self, target_names=None, indicator="Acc", topk=(1,), log_dir=None, logger=None,
+                 report=True, fold_every=32, confusion_matrix=None):
+        super().__init__()
+        self.target_names = list(target_names) if target_names is not None else None
+        self.indicator = indicator
+        self.topk = tuple(sorted({int(k) for k in topk if int(k) > 1}))
+        self.log_dir = log_dir or confusion_matrix or None
+        self.logger = logger or logging.getLogger("basetrainer")
+        self.report = report
+        self.train_tally = ClassificationTally(self.topk, fold_every)
+        self.test_tally = ClassificationTally(self.topk, fold_every)
+        self.test_matrix = None
+
+    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
+        self.train_tally.update(_logits(outputs), _targets(inputs))
+
+    def on_test_begin(self, logs):
+        self.test_tally.reset()
+
+    def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs):
+        self.test_tally.update(_logits(outputs), _targets(inputs))
+
+    def on_test_end(self, logs):
+        matrix = self._publish(self.test_tally, "test", logs)
+        if matrix is not None:
+            self.test_matrix = matrix
+            if self.is_main_process:
+                self._write_report(matrix, logs)
+
+    def on_epoch_end(self, epoch, logs):
+        self._publish(self.train_tally, "train", logs)
+        self.train_tally.reset()
+
+    def state_dict(self):
+        # Only the training counts: a checkpoint can be taken mid-epoch, never mid-evaluation.
+        return {"train": self.train_tally.state_dict()}
+
+    def load_state_dict(self, state):
+        trainer = self.trainer
+        self.train_tally.load_state_dict(state["train"], trainer.device if trainer is not None else None)
+
+    def _publish(self, tally, phase, logs):
+        """Writes the phase's accuracies into ``logs[phase]``; every rank takes part in the reduction.
+
+        Returns the confusion matrix (CPU), or None when the phase saw no sample.
+        """
+        trainer = self.trainer
+        if trainer is not None:
+            loader = trainer.train_loader if phase == "train" else trainer.test_loader
+            if loader is None:
+                return None
+            counts = tally.counts(reduce=trainer.is_sharded(phase))
+        else:
+            counts = tally.counts(reduce=False)
+        if counts is None:
+            return None
+        matrix, topk_hits = counts
+        total = int(matrix.sum())
+        if total == 0:
+            return None
+        values = logs.setdefault(phase, {})
+        values[self.indicator] = 100.0 * int(matrix.trace()) / total
+        for k, hits in zip(self.topk, topk_hits.tolist()):
+            values[f"{self.indicator}_top{k}"] = 100.0 * hits / total
+        return matrix
+
+    def _write_report(self, matrix, logs):
+        epoch = logs.get("epoch")
+        where = f" (epoch {epoch + 1})" if isinstance(epoch, int) else ""
+        self.logger.info("test %s %.4f on %d samples%s", self.indicator, logs["test"][self.indicator],
+                         int(matrix.sum()), where)
+        if self.report:
+            self.logger.info("per-class report%s:\n%s", where,
+                             classification_report.format_report(matrix, self.target_names))
+        if self.log_dir:
+            from ..utils import plots
+
+            classification_report.save_confusion_matrix_csv(
+                matrix, os.path.join(self.log_dir, "confusion_matrix.csv"), self.target_names)
+            plots.plot_confusion_matrix(matrix, os.path.join(self.log_dir, "confusion_matrix.png"),
+                                        self.target_names, title=f"confusion matrix{where}")
+
+
+class ClassificationTally:
+    """A confusion matrix and top-k hit counts, kept on the device without a host sync per batch.
+
+    ``update`` appends references to a batch's logits and targets; every ``fold_every``
+    batches they are concatenated and counted in a few kernels (argmax, bincount, topk).
+    """
+
+    def __init__(self, topk=(), fold_every: int = 32):
+        self.topk = tuple(topk)
+        self.fold_every = fold_every
+        self.reset()
+
+    def reset(self) -> None:
+        self._pending = []
+        self.matrix = None  # (classes, classes) int64: rows true class, columns predicted
+        self.topk_hits = None  # int64, one count per k in topk
+
+    def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        self._pending.append((logits.detach(), targets.detach()))
+        if len(self._pending) >= self.fold_every:
+            self.fold()
+
+    def fold(self) -> None:
+        if not self._pending:
+            return
+        logits = torch.cat([item[0] for item in self._pending])
+        targets = torch.cat([item[1] for item in self._pending])
+        self._pending = []
+        if logits.dim() != 2 or targets.dim() != 1 or targets.is_floating_point():
+            raise TypeError(f"AccuracyRecorder needs (batch, classes) logits and (batch,) integer targets; "
+                            f"got logits {tuple(logits.shape)} and targets {tuple(targets.shape)} {targets.dtype}")
+        num_classes = logits.shape[1]
+        matrix = classification_report.confusion_matrix(targets, logits.argmax(1), num_classes)
+        if self.topk:
+            ranked = logits.topk(min(max(self.topk), num_classes), dim=1).indices == targets[:, None]
+            hits = torch.stack([ranked[:, :k].any(1).sum() for k in self.topk])
+        else:
+            hits = torch.zeros(0, dtype=torch.int64, device=matrix.device)
+        if self.matrix is None:
+            self.matrix, self.topk_hits = matrix, hits
+        else:
+            self.matrix, self.topk_hits = self.matrix + matrix, self.topk_hits + hits
+
+    def counts(self, reduce: bool = False):
+        """``(matrix, topk_hits)`` on the CPU, summed over ranks when ``reduce``; None if nothing was counted.
+
+        With ``reduce`` every rank must call it, also a rank that saw no batch.
+        """
+        self.fold()
+        if not reduce:
+            return None if self.matrix is None else (self.matrix.cpu(), self.topk_hits.cpu())
+        local_classes = 0 if self.matrix is None else self.matrix.shape[0]
+        num_classes = max(comm.all_gather(local_classes))
+        if num_classes == 0:
+            return None
+        if self.matrix is None:
+            flat = torch.zeros(num_classes * num_classes + len(self.topk), dtype=torch.int64)
+        else:
+            flat = torch.cat([self.matrix.reshape(-1), self.topk_hits])
+        flat = _reduce_on_backend_device(flat).cpu()
+        cells = num_classes * num_classes
+        return flat[:cells].reshape(num_classes, num_classes), flat[cells:]
+
+    def state_dict(self) -> dict:
+        self.fold()
+        return {"matrix": None if self.matrix is None else self.matrix.cpu(),
+                "topk_hits": None if self.topk_hits is None else self.topk_hits.cpu()}
+
+    def load_state_dict(self, state: dict, device=None) -> None:
+        self.reset()
+        if state.get("matrix") is not None:
+            self.matrix = state["matrix"].to(device or "cpu")
+            self.topk_hits = state["topk_hits"].to(device or "cpu")
+
+
+def _logits(outputs) -> torch.Tensor:
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+
+
+def _targets(inputs) -> torch.Tensor:
+    return inputs["label"] if isinstance(inputs, dict) else inputs[1]

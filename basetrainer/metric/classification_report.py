@@ -1,0 +1,74 @@
+"""Confusion matrices, and the per-class precision, recall and F1 read from them.
+
+Rows of a confusion matrix are the true classes and columns the predicted ones, as in
+scikit-learn: ``matrix[i, j]`` counts samples of class ``i`` predicted as ``j``.
+"""
+import csv
+import io
+
+import torch
+
+from ..utils.file_utils import write_text_atomic
+
+
+def confusion_matrix(targets: torch.Tensor, preds: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """A ``(num_classes, num_classes)`` int64 tensor of counts, on the inputs' device."""
+    cells = num_classes * num_classes
+    counts = torch.bincount(targets.reshape(-1).long() * num_classes + preds.reshape(-1).long(), minlength=cells)
+    if counts.numel() != cells:
+        raise ValueError(f"a target is outside 0..{num_classes - 1}: the model's output has {num_classes} classes; "
+                         f"check the labels or the model's last layer")
+    return counts.reshape(num_classes, num_classes)
+
+
+def precision_recall_f1(matrix) -> dict:
+    """Per-class ``precision``, ``recall``, ``f1`` (0 where undefined, as scikit-learn) and ``support``, as CPU tensors."""
+    matrix = torch.as_tensor(matrix).detach().cpu().double()
+    hits = matrix.diagonal()
+    predicted, support = matrix.sum(0), matrix.sum(1)
+    precision = torch.where(predicted > 0, hits / predicted.clamp(min=1), torch.zeros_like(hits))
+    recall = torch.where(support > 0, hits / support.clamp(min=1), torch.zeros_like(hits))
+    both = precision + recall
+    f1 = torch.where(both > 0, 2 * precision * recall / both.clamp(min=1e-300), torch.zeros_like(hits))
+    return {"precision": precision, "recall": recall, "f1": f1, "support": support.long()}
+
+
+def format_report(matrix, target_names=None, digits: int = 4) -> str:
+    """A text table like scikit-learn's ``classification_report``: one line per class, then the averages."""
+    scores = precision_recall_f1(matrix)
+    support = scores["support"]
+    total = int(support.sum())
+    names = _names(len(support), target_names)
+    width = max(len("weighted avg"), *(len(n) for n in names))
+    head = f"{'':>{width}} {'precision':>10} {'recall':>10} {'f1-score':>10} {'support':>10}"
+    lines = [head, ""]
+    for i, name in enumerate(names):
+        values = " ".join(f"{float(scores[k][i]):>10.{digits}f}" for k in ("precision", "recall", "f1"))
+        lines.append(f"{name:>{width}} {values} {int(support[i]):>10d}")
+    lines.append("")
+    accuracy = float(torch.as_tensor(matrix).double().diagonal().sum()) / total if total else 0.0
+    lines.append(f"{'accuracy':>{width}} {'':>10} {'':>10} {accuracy:>10.{digits}f} {total:>10d}")
+    weights = support.double() / total if total else torch.zeros(len(names), dtype=torch.float64)
+    for label, average in (("macro avg", lambda v: float(v.mean())), ("weighted avg", lambda v: float((v * weights).sum()))):
+        values = " ".join(f"{average(scores[k]):>10.{digits}f}" for k in ("precision", "recall", "f1"))
+        lines.append(f"{label:>{width}} {values} {total:>10d}")
+    return "\n".join(lines)
+
+
+def save_confusion_matrix_csv(matrix, path: str, target_names=None) -> str:
+    """Writes the counts as CSV: a header of predicted classes, then one line per true class."""
+    counts = torch.as_tensor(matrix).detach().cpu().long().tolist()
+    names = _names(len(counts), target_names)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["true\\predicted", *names])
+    for name, row in zip(names, counts):
+        writer.writerow([name, *row])
+    return write_text_atomic(path, text.getvalue())
+
+
+def _names(num_classes: int, target_names) -> list:
+    """``target_names`` when it names every class, else the class indices."""
+    if target_names is not None and len(target_names) == num_classes:
+        return [str(n) for n in target_names]
+    return [str(i) for i in range(num_classes)]

@@ -1,0 +1,204 @@
+"""Confusion matrix, per-class report, AccuracyRecorder and MultiLossesRecorder."""
+import csv
+
+import pytest
+import torch
+
+from basetrainer.callbacks.multi_losses_recorder import MultiLossesRecorder
+from basetrainer.metric.accuracy_recorder import AccuracyRecorder
+from basetrainer.metric.classification_report import confusion_matrix, format_report, precision_recall_f1
+from workers.metrics_worker import CLASSES
+
+# Seven predictions with a hand-counted confusion matrix (rows: true class, columns: predicted).
+TARGETS = torch.tensor([0, 0, 1, 1, 2, 2, 2])
+PREDS = torch.tensor([0, 1, 1, 1, 2, 0, 2])
+MATRIX = [[1, 1, 0],
+          [0, 2, 0],
+          [1, 0, 2]]
+
+
+def logits_for(preds, num_classes=3, second=None):
+    """Logits whose argmax is ``preds`` (and whose second choice is ``second``, if given)."""
+    logits = torch.zeros(len(preds), num_classes)
+    logits[torch.arange(len(preds)), preds] = 2.0
+    if second is not None:
+        logits[torch.arange(len(preds)), second] = 1.0
+    return logits
+
+
+def feed(recorder, phase, batches):
+    """Sends (logits, targets) batches through the recorder as the trainer would; returns logs."""
+    logs = {"train": {}, "test": {}, "epoch": 0}
+    if phase == "test":
+        recorder.on_test_begin(logs)
+    for i, (logits, targets) in enumerate(batches):
+        summary = recorder.on_test_summary if phase == "test" else recorder.on_train_summary
+        summary((torch.zeros(len(targets), 1), targets), logits, None, 0, i, logs)
+    if phase == "test":
+        recorder.on_test_end(logs)
+    else:
+        recorder.on_epoch_end(0, logs)
+    return logs
+
+
+# ---------------------------------------------------------------------- confusion matrix and report
+def test_confusion_matrix_of_known_predictions():
+    assert confusion_matrix(TARGETS, PREDS, 3).tolist() == MATRIX
+
+
+def test_precision_recall_f1_of_known_matrix():
+    scores = precision_recall_f1(torch.tensor(MATRIX))
+    assert scores["precision"].tolist() == pytest.approx([1 / 2, 2 / 3, 1.0])
+    assert scores["recall"].tolist() == pytest.approx([1 / 2, 1.0, 2 / 3])
+    assert scores["f1"].tolist() == pytest.approx([0.5, 0.8, 0.8])
+    assert scores["support"].tolist() == [2, 2, 3]
+
+
+def test_class_never_predicted_nor_present_scores_zero():
+    scores = precision_recall_f1(torch.tensor([[3, 0], [0, 0]]))
+    assert scores["precision"].tolist() == [1.0, 0.0]
+    assert scores["recall"].tolist() == [1.0, 0.0]
+    assert scores["f1"].tolist() == [1.0, 0.0]
+
+
+def test_report_names_each_class_and_gives_the_averages():
+    rows = {tuple(line.split()[:2]): line.split() for line in format_report(torch.tensor(MATRIX), CLASSES).splitlines()}
+    assert rows["dog", "0.6667"] == ["dog", "0.6667", "1.0000", "0.8000", "2"]
+    assert rows["accuracy", "0.7143"] == ["accuracy", "0.7143", "7"]
+    assert rows["macro", "avg"] == ["macro", "avg", "0.7222", "0.7222", "0.7000", "7"]
+
+
+def test_target_outside_the_classes_is_a_clear_error():
+    with pytest.raises(ValueError, match="outside 0..2"):
+        confusion_matrix(torch.tensor([3]), torch.tensor([0]), 3)
+
+
+# ---------------------------------------------------------------------- AccuracyRecorder
+def test_publishes_top1_accuracy_in_percent():
+    logs = feed(AccuracyRecorder(), "test", [(logits_for(PREDS), TARGETS)])
+    assert logs["test"]["Acc"] == pytest.approx(100.0 * 5 / 7)
+
+
+def test_publishes_topk_under_its_own_name():
+    second = torch.tensor([1, 0, 0, 0, 0, 2, 0])  # the wrong top-1 predictions have the target second
+    logs = feed(AccuracyRecorder(indicator="acc", topk=(1, 2)), "test", [(logits_for(PREDS, second=second), TARGETS)])
+    assert logs["test"]["acc"] == pytest.approx(100.0 * 5 / 7)
+    assert logs["test"]["acc_top2"] == pytest.approx(100.0)
+
+
+def test_counts_equal_a_direct_computation_across_fold_boundaries():
+    g = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(n, 5, generator=g), torch.randint(0, 5, (n,), generator=g)) for n in [7, 3, 8, 1, 6, 4, 8]]
+    recorder = AccuracyRecorder(topk=(1, 3), fold_every=3)
+    logs = feed(recorder, "test", batches)
+    logits, targets = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    top1 = (logits.argmax(1) == targets).double().mean().item() * 100
+    top3 = (logits.topk(3, 1).indices == targets[:, None]).any(1).double().mean().item() * 100
+    assert logs["test"]["Acc"] == pytest.approx(top1) and logs["test"]["Acc_top3"] == pytest.approx(top3)
+    assert recorder.test_matrix.tolist() == confusion_matrix(targets, logits.argmax(1), 5).tolist()
+
+
+def test_batches_are_only_referenced_until_a_fold():
+    recorder = AccuracyRecorder(fold_every=4)
+    for i in range(3):
+        recorder.on_train_summary((None, TARGETS), logits_for(PREDS), None, 0, i, {})
+    assert recorder.train_tally.matrix is None  # nothing computed yet: no per-step work
+    recorder.on_train_summary((None, TARGETS), logits_for(PREDS), None, 0, 3, {})
+    assert recorder.train_tally.matrix.sum().item() == 4 * len(TARGETS)
+
+
+def test_accepts_tuple_outputs_and_dict_batches():
+    recorder = AccuracyRecorder()
+    logs = {"test": {}}
+    recorder.on_test_begin(logs)
+    recorder.on_test_summary({"image": None, "label": TARGETS}, (logits_for(PREDS), "aux"), None, 0, 0, logs)
+    recorder.on_test_end(logs)
+    assert logs["test"]["Acc"] == pytest.approx(100.0 * 5 / 7)
+
+
+def test_train_accuracy_resets_each_epoch():
+    recorder = AccuracyRecorder()
+    feed(recorder, "train", [(logits_for(TARGETS), TARGETS)])
+    logs = feed(recorder, "train", [(logits_for(PREDS), TARGETS)])
+    assert logs["train"]["Acc"] == pytest.approx(100.0 * 5 / 7)
+
+
+def test_mid_epoch_state_carries_the_partial_train_counts():
+    first, second = [(logits_for(PREDS), TARGETS)] * 2, [(logits_for(TARGETS), TARGETS)]
+    before = AccuracyRecorder()
+    for i, (logits, targets) in enumerate(first):
+        before.on_train_summary((None, targets), logits, None, 0, i, {})
+    resumed = AccuracyRecorder()
+    resumed.load_state_dict(before.state_dict())
+    logs = feed(resumed, "train", second)
+    assert logs["train"]["Acc"] == pytest.approx(100.0 * (5 + 5 + 7) / 21)
+
+
+def test_writes_the_confusion_matrix_as_csv_and_png(tmp_path):
+    feed(AccuracyRecorder(target_names=CLASSES, log_dir=str(tmp_path)), "test", [(logits_for(PREDS), TARGETS)])
+    with open(tmp_path / "confusion_matrix.csv", newline="") as stream:
+        table = list(csv.reader(stream))
+    assert table[0] == ["true\\predicted", *CLASSES]
+    assert [row[0] for row in table[1:]] == CLASSES
+    assert [[int(v) for v in row[1:]] for row in table[1:]] == MATRIX
+    assert (tmp_path / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_logs_the_per_class_report(caplog):
+    with caplog.at_level("INFO", logger="basetrainer"):
+        feed(AccuracyRecorder(target_names=CLASSES), "test", [(logits_for(PREDS), TARGETS)])
+    text = caplog.text
+    assert "precision" in text and "bird" in text and "weighted avg" in text
+
+
+# ---------------------------------------------------------------------- MultiLossesRecorder
+def feed_losses(recorder, batches, phase="train"):
+    logs = {"train": {}, "test": {}}
+    if phase == "test":
+        recorder.on_test_begin(logs)
+    for i, (size, losses) in enumerate(batches):
+        inputs = (torch.zeros(size, 1), torch.zeros(size))
+        losses = {k: torch.tensor(v) for k, v in losses.items()}
+        (recorder.on_test_summary if phase == "test" else recorder.on_train_summary)(inputs, None, losses, 0, i, logs)
+    if phase == "test":
+        recorder.on_test_end(logs)
+    else:
+        recorder.on_epoch_end(0, logs)
+    return logs
+
+
+BATCHES = [(2, {"cls": 1.0, "box": 0.5}), (4, {"cls": 4.0, "box": 0.5})]  # means over 6 samples: cls 3.0, box 0.5
+
+
+def test_groups_publish_each_mean_and_their_total_like_the_old_library():
+    logs = feed_losses(MultiLossesRecorder({"loss": ["cls", "box"]}), BATCHES)
+    assert logs["train"]["loss"] == pytest.approx({"cls": 3.0, "box": 0.5, "total_loss": 3.5})
+
+
+def test_a_group_of_one_name_has_no_total():
+    logs = feed_losses(MultiLossesRecorder({"det": ["box"]}), BATCHES, phase="test")
+    assert logs["test"]["det"] == pytest.approx({"box": 0.5})
+
+
+def test_flat_names_publish_one_entry_each():
+    logs = feed_losses(MultiLossesRecorder(["cls"]), BATCHES)
+    assert logs["train"] == pytest.approx({"cls": 3.0})
+
+
+def test_without_indicators_every_loss_goes_into_one_group():
+    logs = feed_losses(MultiLossesRecorder(), BATCHES)
+    assert logs["train"]["loss"] == pytest.approx({"cls": 3.0, "box": 0.5, "total_loss": 3.5})
+
+
+def test_a_missing_loss_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="no 'seg'"):
+        feed_losses(MultiLossesRecorder(["seg"]), BATCHES)
+
+
+def test_multi_losses_mid_epoch_state_carries_the_partial_means():
+    before = MultiLossesRecorder(["cls"])
+    before.on_train_summary((torch.zeros(2, 1), None), None, {"cls": torch.tensor(1.0)}, 0, 0, {})
+    resumed = MultiLossesRecorder(["cls"])
+    resumed.load_state_dict(before.state_dict())
+    logs = feed_losses(resumed, [(4, {"cls": 4.0})])
+    assert logs["train"]["cls"] == pytest.approx(3.0)
