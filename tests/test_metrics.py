@@ -1,5 +1,8 @@
-"""Confusion matrix, per-class report, AccuracyRecorder and MultiLossesRecorder."""
+"""Confusion matrix, per-class report, AccuracyRecorder and MultiLossesRecorder; their values under 2 processes."""
 import csv
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -7,7 +10,9 @@ import torch
 from basetrainer.callbacks.multi_losses_recorder import MultiLossesRecorder
 from basetrainer.metric.accuracy_recorder import AccuracyRecorder
 from basetrainer.metric.classification_report import confusion_matrix, format_report, precision_recall_f1
-from workers.metrics_worker import CLASSES
+from workers.metrics_worker import CLASSES, blobs, make_model
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "metrics_worker.py")
 
 # Seven predictions with a hand-counted confusion matrix (rows: true class, columns: predicted).
 TARGETS = torch.tensor([0, 0, 1, 1, 2, 2, 2])
@@ -202,3 +207,32 @@ def test_multi_losses_mid_epoch_state_carries_the_partial_means():
     resumed.load_state_dict(before.state_dict())
     logs = feed_losses(resumed, [(4, {"cls": 4.0})])
     assert logs["train"]["cls"] == pytest.approx(3.0)
+
+
+# ---------------------------------------------------------------------- 2 processes
+@pytest.mark.slow
+def test_two_processes_log_once_and_match_single_process_accuracy(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    result = subprocess.run([sys.executable, WORKER, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                            env=env, cwd=os.path.dirname(WORKER))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    model = make_model()
+    model.load_state_dict(torch.load(tmp_path / "final.pt", weights_only=True))
+    model.eval()
+    x, y = blobs(101, seed=1).tensors
+    with torch.no_grad():
+        preds = model(x).argmax(1)
+    expected_acc = 100.0 * int((preds == y).sum()) / 101
+
+    with open(tmp_path / "history.csv", newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    assert [row["epoch"] for row in rows] == ["0", "1"]  # one row per epoch: rank 1 wrote none
+    assert float(rows[-1]["test_Acc"]) == expected_acc
+    with open(tmp_path / "confusion_matrix.csv", newline="") as stream:
+        counts = [[int(v) for v in row[1:]] for row in list(csv.reader(stream))[1:]]
+    assert counts == confusion_matrix(y, preds, 3).tolist()
+
+    assert (tmp_path / "train_rank0.log").is_file() and not (tmp_path / "train_rank1.log").exists()
+    assert len([p for p in os.listdir(tmp_path) if p.startswith("events.out.tfevents")]) == 1
+    assert result.stderr.count("per-class report") == 2  # one per epoch, from rank 0 only

@@ -1,0 +1,216 @@
+"""LogHistory: log lines, history.csv / history.jsonl, TensorBoard scalars read back, resume, curves picture.
+
+Most tests read the files of one 3-epoch run: 96 training samples in batches of 16 (6
+batches an epoch), a log line every 2 batches, 50 test samples.
+"""
+import copy
+import csv
+import json
+import logging
+import shutil
+
+import pytest
+import torch
+
+from basetrainer.callbacks.callbacks import LOWEST, Callback
+from basetrainer.callbacks.log_history import LogHistory
+from basetrainer.callbacks.losses_recorder import LossesRecorder
+from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
+from basetrainer.engine.batch import total_loss
+from basetrainer.metric.accuracy_recorder import AccuracyRecorder
+from workers.metrics_worker import ClassifierTrainer, cfg
+
+EPOCHS, STEPS, LOG_FREQ = 3, 6, 2
+
+
+class Spy(Callback):
+    """Keeps every batch's loss and each epoch's finished logs, as LogHistory should have seen them."""
+
+    priority = LOWEST
+
+    def __init__(self):
+        super().__init__()
+        self.batch_losses, self.epoch_logs = [], []
+
+    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
+        self.batch_losses.append(total_loss(losses).item())
+
+    def on_epoch_end(self, epoch, logs):
+        self.epoch_logs.append(copy.deepcopy({k: logs[k] for k in ("lr", "train", "test")}))
+
+
+class Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def train(log_dir, num_epochs=EPOCHS, resume=None, logger=None, spy=None, **history_options):
+    def callbacks():
+        history = LogHistory(str(log_dir), log_freq=LOG_FREQ, logger=logger, **history_options)
+        return [LossesRecorder(), AccuracyRecorder(), history, ModelCheckpoint(model_dir=str(log_dir / "model")),
+                *([spy] if spy else [])]
+
+    trainer = ClassifierTrainer(cfg(num_epochs=num_epochs, resume=resume, callbacks=callbacks))
+    trainer.run()
+    return trainer
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("run")
+    logger = logging.getLogger("test_log_history")
+    lines, spy = Lines(), Spy()
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)
+    try:
+        train(log_dir, logger=logger, spy=spy, indicators=["loss", "Acc"])
+    finally:
+        logger.removeHandler(lines)
+    return log_dir, lines.lines, spy
+
+
+def read_csv(path):
+    with open(path, newline="") as stream:
+        return list(csv.reader(stream))
+
+
+def scalars(log_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+# ---------------------------------------------------------------------- CSV and JSON lines
+def test_csv_columns_follow_the_indicators(run):
+    log_dir, _, _ = run
+    assert read_csv(log_dir / "history.csv")[0] == ["epoch", "lr", "train_loss", "train_Acc", "test_loss", "test_Acc"]
+
+
+def test_csv_has_one_row_per_epoch_with_the_published_values(run):
+    log_dir, _, spy = run
+    rows = read_csv(log_dir / "history.csv")[1:]
+    expected = [[str(e), repr(logs["lr"]), repr(logs["train"]["loss"]), repr(logs["train"]["Acc"]),
+                 repr(logs["test"]["loss"]), repr(logs["test"]["Acc"])] for e, logs in enumerate(spy.epoch_logs)]
+    assert rows == expected
+
+
+def test_jsonl_has_each_epochs_logs(run):
+    log_dir, _, spy = run
+    records = [json.loads(line) for line in (log_dir / "history.jsonl").read_text().splitlines()]
+    assert records == [{"epoch": e, **logs} for e, logs in enumerate(spy.epoch_logs)]
+
+
+def test_without_indicators_the_columns_are_the_first_epochs_numbers_in_order(tmp_path):
+    history = LogHistory(str(tmp_path), tensorboard=False, plot=False)
+    history.on_train_begin({})
+    for epoch, extra in ((0, {}), (1, {"late": 1.0})):
+        logs = {"lr": 0.1, "train": {"loss": {"cls": 1.0, "box": 2.0, "total_loss": 3.0}, "Acc": 50.0, **extra},
+                "test": {"Acc": 40.0, "name": "not a number"}}
+        history.on_epoch_begin(epoch, logs)
+        history.on_epoch_end(epoch, logs)
+    table = read_csv(tmp_path / "history.csv")
+    assert table[0] == ["epoch", "lr", "train_loss/cls", "train_loss/box", "train_loss/total_loss", "train_Acc",
+                        "test_Acc"]
+    assert table[2] == ["1", "0.1", "1.0", "2.0", "3.0", "50.0", "40.0"]
+    assert json.loads((tmp_path / "history.jsonl").read_text().splitlines()[1])["train"]["late"] == 1.0
+
+
+# ---------------------------------------------------------------------- log lines
+def test_a_line_every_log_freq_batches_with_the_window_mean_loss(run):
+    _, lines, spy = run
+    step_lines = [line for line in lines if " iter " in line]
+    assert len(step_lines) == EPOCHS * STEPS // LOG_FREQ
+    first = step_lines[0].split()
+    assert first[:4] == ["epoch", "1/3", "iter", "2/6"]
+    fields = dict(zip(first[4::2], first[5::2]))
+    assert fields["loss"] == f"{sum(spy.batch_losses[:LOG_FREQ]) / LOG_FREQ:.4f}"
+    assert fields["lr"] == "0.05"
+    assert float(fields["samples/s"]) > 0 and fields["data"].endswith("%") and ":" in fields["eta"]
+
+
+def test_an_epoch_summary_line_with_train_and_test_values(run):
+    _, lines, spy = run
+    summaries = [line for line in lines if " done in " in line]
+    assert len(summaries) == EPOCHS
+    assert summaries[-1].startswith("epoch 3/3 done in ")
+    assert f"test loss {spy.epoch_logs[-1]['test']['loss']:.5g} Acc {spy.epoch_logs[-1]['test']['Acc']:.5g}" \
+        in summaries[-1]
+
+
+# ---------------------------------------------------------------------- TensorBoard
+def test_tensorboard_has_the_step_and_epoch_tags(run):
+    log_dir, _, _ = run
+    assert set(scalars(log_dir)) == {"train/loss_step", "train/lr", "train/samples_per_s",
+                                     "train/loss", "train/Acc", "test/loss", "test/Acc", "lr"}
+
+
+def test_step_scalars_are_at_the_global_batch_every_log_freq(run):
+    log_dir, _, spy = run
+    loss_steps = scalars(log_dir)["train/loss_step"]
+    assert [step for step, _ in loss_steps] == list(range(LOG_FREQ - 1, EPOCHS * STEPS, LOG_FREQ))
+    assert loss_steps[0][1] == pytest.approx(sum(spy.batch_losses[:LOG_FREQ]) / LOG_FREQ, rel=1e-6)
+
+
+def test_epoch_scalars_hold_the_published_values_at_each_epochs_last_batch(run):
+    log_dir, _, spy = run
+    values = scalars(log_dir)
+    for tag in ("train/loss", "train/Acc", "test/loss", "test/Acc"):
+        phase, name = tag.split("/")
+        expected = [((e + 1) * STEPS - 1, pytest.approx(logs[phase][name], rel=1e-6))
+                    for e, logs in enumerate(spy.epoch_logs)]
+        assert values[tag] == expected, tag
+
+
+# ---------------------------------------------------------------------- pictures and ranks
+def test_training_curves_png_at_the_end(run):
+    log_dir, _, _ = run
+    assert (log_dir / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_process_that_is_not_main_writes_nothing(tmp_path):
+    logger = logging.getLogger("test_log_history.silent")
+    lines = Lines()
+    logger.addHandler(lines)
+    try:
+        train(tmp_path / "logs", num_epochs=1, logger=logger, is_main_process=False)
+    finally:
+        logger.removeHandler(lines)
+    assert lines.lines == []
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["model"]
+
+
+# ---------------------------------------------------------------------- resume
+def test_resumed_history_equals_an_uninterrupted_one(run, tmp_path):
+    uninterrupted, _, _ = run
+    resumed = tmp_path / "resumed"
+    train(resumed, num_epochs=2, indicators=["loss", "Acc"])
+    shutil.copy(resumed / "model" / "last.pth", tmp_path / "after_epoch_2.pth")
+    train(resumed, num_epochs=3, resume="auto", indicators=["loss", "Acc"])
+    # Resume once more from the older checkpoint: epoch 2's rows are written again, not twice.
+    train(resumed, num_epochs=3, resume=str(tmp_path / "after_epoch_2.pth"), indicators=["loss", "Acc"])
+    for name in ("history.csv", "history.jsonl"):
+        assert (resumed / name).read_text() == (uninterrupted / name).read_text(), name
+    test_acc = scalars(resumed)["test/Acc"]
+    assert test_acc == scalars(uninterrupted)["test/Acc"]
+
+
+def test_a_fresh_run_replaces_an_old_history_in_the_same_folder(tmp_path):
+    train(tmp_path, num_epochs=2, plot=False, tensorboard=False)
+    train(tmp_path, num_epochs=1, plot=False, tensorboard=False)
+    assert [row[0] for row in read_csv(tmp_path / "history.csv")[1:]] == ["0"]
+    assert len((tmp_path / "history.jsonl").read_text().splitlines()) == 1
+
+
+def test_state_holds_the_history_so_a_new_folder_gets_it_all(tmp_path):
+    train(tmp_path / "a", num_epochs=2, tensorboard=False, plot=False)
+    state = torch.load(tmp_path / "a" / "model" / "last.pth", weights_only=True)
+    history = LogHistory(str(tmp_path / "b"), tensorboard=False, plot=False)
+    history.load_state_dict(next(v for k, v in state["callbacks"].items() if k.endswith("LogHistory")))
+    history.on_train_begin({"epoch": 2})
+    assert (tmp_path / "b" / "history.csv").read_text() == (tmp_path / "a" / "history.csv").read_text()
