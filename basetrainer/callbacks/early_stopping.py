@@ -1,0 +1,89 @@
+"""Stop training when an indicator has stopped improving."""
+import logging
+
+from .callbacks import Callback
+
+logger = logging.getLogger("basetrainer")
+
+
+class EarlyStopping(Callback):
+    """Stops training after ``patience`` epochs without improvement of ``indicator``.
+
+    At ``on_epoch_end`` it reads ``logs["test"][indicator]`` (or ``logs["train"][indicator]``
+    when there is no such test value, with one warning). A value improves when it beats the
+    best so far by more than ``min_delta``: higher with ``mode="max"``, lower with
+    ``mode="min"``; NaN never improves. After ``patience`` epochs in a row without
+    improvement it sets ``trainer.stop_training``, and the trainer stops after this epoch.
+
+    Its priority puts it after the recorders (which publish the values) and before the
+    checkpoints (which save its state), so a resumed run keeps counting where it stopped.
+    Every rank reads the same reduced values, so all ranks stop at the same epoch.
+    """
+
+    priority = 70  # after HIGH recorders and NORMAL user callbacks, before LOW loggers and LOWEST checkpoints
+
+    def __init__(self, indicator: str, patience: int = 5, mode: str = "max", min_delta: float = 0.0):
+        super().__init__()
+        if mode not in ("max", "min"):
+            raise ValueError(f"EarlyStopping: mode must be 'max' or 'min', got {mode!r}")
+        if int(patience) < 1:
+            raise ValueError(f"EarlyStopping: patience must be >= 1, got {patience!r}")
+        self.indicator = indicator
+        self.patience = int(patience)
+        self.mode = mode
+        self.min_delta = abs(float(min_delta))
+        self.best = None
+        self.wait = 0
+        self.stopped_epoch = None
+        self._warned = False
+
+    def on_epoch_end(self, epoch, logs):
+        value = self._read(logs)
+        if value is None:
+            return
+        if self._improves(value):
+            self.best, self.wait = value, 0
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.stopped_epoch = epoch
+            trainer = self.trainer
+            if trainer is not None:
+                trainer.stop_training = True
+            if self.is_main_process:
+                logger.info("early stopping at epoch %d: %s has not improved on %.6g for %d epochs",
+                            epoch + 1, self.indicator, self.best if self.best is not None else float("nan"),
+                            self.wait)
+
+    def _read(self, logs):
+        for phase in ("test", "train"):
+            value = logs.get(phase, {}).get(self.indicator)
+            if isinstance(value, (int, float)):
+                if phase == "train":
+                    self._warn(f"logs['test'] has no {self.indicator!r}; EarlyStopping watches the training value")
+                return float(value)
+        self._warn(f"neither logs['test'] nor logs['train'] has {self.indicator!r}; EarlyStopping does nothing "
+                   f"until a recorder publishes it")
+        return None
+
+    def _warn(self, message):
+        if not self._warned and self.is_main_process:
+            logger.warning(message)
+        self._warned = True
+
+    def _improves(self, value: float) -> bool:
+        if value != value:
+            return False
+        if self.best is None:
+            return True
+        if self.mode == "max":
+            return value > self.best + self.min_delta
+        return value < self.best - self.min_delta
+
+    def state_dict(self):
+        return {"best": self.best, "wait": self.wait, "stopped_epoch": self.stopped_epoch}
+
+    def load_state_dict(self, state):
+        self.best = state["best"]
+        self.wait = int(state["wait"])
+        self.stopped_epoch = state["stopped_epoch"]
