@@ -1,0 +1,141 @@
+"""An exponential moving average (EMA) of the model's weights, used for evaluation and export."""
+import logging
+
+import torch
+from torch.optim.swa_utils import get_ema_multi_avg_fn
+
+from ..engine.parallel import unwrap_model
+from .callbacks import HIGHEST, Callback
+
+logger = logging.getLogger("basetrainer")
+
+
+class EMA(Callback):
+    """Averages the weights after every ``every_n_steps`` optimizer steps; evaluates with the average.
+
+    After each optimizer step (not after batches whose gradients wait in an accumulation
+    window) the floating-point weights and buffers of the unwrapped model move towards
+    the model's: ``ema = decay * ema + (1 - decay) * weights``, torch's
+    ``get_ema_multi_avg_fn``; integer buffers (e.g. BatchNorm's batch counter) are copied.
+    With ``warmup`` the decay starts low and rises to ``decay`` as
+    ``min(decay, (1 + n) / (10 + n))`` after ``n`` updates, so early weights fade fast.
+
+    Evaluation runs with the averaged weights: they are copied into the model at
+    ``on_test_begin`` and the training weights are put back at ``on_test_end``. The
+    priority is HIGHEST so that both happen before any other callback's handler of those
+    events: the test batches and other callbacks' ``on_test_begin`` see the averaged
+    weights, other callbacks' ``on_test_end`` and ``on_epoch_end`` (checkpoints) see the
+    training weights again, and ``last.pth`` holds the training weights with the average
+    in this callback's state, so a resumed run continues exactly.
+
+    ``weights_for_export()`` gives the averaged weights for inference files.
+    """
+
+    priority = HIGHEST
+
+    def __init__(self, decay: float = 0.999, warmup: bool = True, every_n_steps: int = 1):
+        super().__init__()
+        if not 0.0 <= decay <= 1.0:
+            raise ValueError(f"EMA: decay must be in [0, 1], got {decay!r}")
+        if int(every_n_steps) < 1:
+            raise ValueError(f"EMA: every_n_steps must be >= 1, got {every_n_steps!r}")
+        self.decay = float(decay)
+        self.warmup = bool(warmup)
+        self.every_n_steps = int(every_n_steps)
+        self.updates = 0
+        self.averaged = None  # {state_dict key: tensor}; on the model's device once bound
+        self._pairs = None  # [(averaged tensor, model tensor)] in state_dict order
+        self._floating = ([], [])  # the floating-point pairs, as two lists for the foreach update
+        self._others = []  # integer buffers, copied
+        self._backup = None
+        self._last_iteration = 0
+
+    # ------------------------------------------------------------------ events
+    def on_train_begin(self, logs):
+        trainer = self.trainer
+        self._bind(trainer.model)
+        self._last_iteration = trainer.iteration
+
+    def on_batch_end(self, batch, logs):
+        trainer = self.trainer
+        iteration = trainer.iteration
+        if trainer.accumulating or iteration == self._last_iteration or iteration % self.every_n_steps:
+            return
+        self._last_iteration = iteration
+        self.update()
+
+    def on_test_begin(self, logs):
+        if self._pairs is None and self.averaged is not None and self.trainer is not None:
+            self._bind(self.trainer.model)  # evaluate() after load_state_dict, without on_train_begin
+        if self._pairs is None:
+            return
+        with torch.no_grad():
+            self._backup = [current.clone() for _, current in self._pairs]
+            for average, current in self._pairs:
+                current.copy_(average)
+
+    def on_test_end(self, logs):
+        if self._backup is None:
+            return
+        with torch.no_grad():
+            for (_, current), saved in zip(self._pairs, self._backup):
+                current.copy_(saved)
+        self._backup = None
+
+    # ------------------------------------------------------------------ averaging
+    def current_decay(self) -> float:
+        """The decay the next update uses."""
+        if not self.warmup:
+            return self.decay
+        n = self.updates + 1
+        return min(self.decay, (1 + n) / (10 + n))
+
+    def update(self) -> None:
+        """Moves the average one step towards the model's current weights."""
+        averages, currents = self._floating
+        if averages:
+            get_ema_multi_avg_fn(self.current_decay())(averages, currents, self.updates)
+        with torch.no_grad():
+            for average, current in self._others:
+                average.copy_(current)
+        self.updates += 1
+
+    def _bind(self, model) -> None:
+        """Pairs each averaged tensor with the model's, starting the average from the model if needed."""
+        current = unwrap_model(model).state_dict()
+        if self.averaged is not None and set(self.averaged) != set(current):
+            logger.warning("EMA: the saved average does not match the model's weights; averaging starts afresh")
+            self.averaged, self.updates = None, 0
+        if self.averaged is None:
+            self.averaged = {k: v.detach().clone() for k, v in current.items()}
+        else:
+            self.averaged = {k: self.averaged[k].to(device=v.device, dtype=v.dtype) for k, v in current.items()}
+        self._pairs = [(self.averaged[k], v) for k, v in current.items()]
+        floating = [(a, c) for a, c in self._pairs if a.is_floating_point()]
+        self._floating = ([a for a, _ in floating], [c for _, c in floating])
+        self._others = [(a, c) for a, c in self._pairs if not a.is_floating_point()]
+
+    # ------------------------------------------------------------------ export and state
+    def weights_for_export(self) -> dict:
+        """The averaged weights as a plain state_dict: CPU tensors, keys without wrapper prefixes.
+
+        Before the first update this is the model's own weights.
+        """
+        if self.averaged is None:
+            trainer = self.trainer
+            if trainer is None:
+                raise RuntimeError("EMA has no weights yet: it needs a trainer, or load_state_dict first")
+            self._bind(trainer.model)
+        return {k: v.detach().cpu().clone() for k, v in self.averaged.items()}
+
+    def state_dict(self):
+        averaged = None if self.averaged is None else {k: v.detach().cpu() for k, v in self.averaged.items()}
+        return {"averaged": averaged, "updates": self.updates}
+
+    def load_state_dict(self, state):
+        averaged = state["averaged"]
+        self.averaged = None if averaged is None else {k: v.clone() for k, v in averaged.items()}
+        self.updates = int(state["updates"])
+        self._pairs = None
+        if self.averaged is not None and self.trainer is not None and self.trainer.model is not None:
+            self._bind(self.trainer.model)
