@@ -162,7 +162,7 @@ class LogHistory(Callback):
 
     def _log_step(self, batch, step, logs):
         losses = self._losses
-        window = torch.stack([v.float().reshape(()) for v in losses]).sum().double()
+        window = torch.stack(losses).double().sum()
         totals = torch.stack([window, torch.tensor(float(len(losses)), dtype=torch.float64, device=window.device),
                               torch.tensor(float(self._samples), dtype=torch.float64, device=window.device)])
         loss_sum, count, samples = _reduce_on_backend_device(totals).tolist()
