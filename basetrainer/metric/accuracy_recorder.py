@@ -190,7 +190,11 @@ class ClassificationTally:
 
 
 def _logits(outputs) -> torch.Tensor:
-    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+    logits = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"AccuracyRecorder needs run_step's outputs to be the logits (or a tuple whose first "
+                        f"item is), got {type(logits).__name__}")
+    return logits
 
 
 def _targets(inputs) -> torch.Tensor:

@@ -51,7 +51,7 @@ def plot_training_curves(rows, path):
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, alpha=0.3)
-        if name != "lr":
+        if name != "lr" and ax.lines:
             ax.legend()
     for ax in axes[len(panels):]:
         ax.set_visible(False)
@@ -61,8 +61,8 @@ def plot_training_curves(rows, path):
 def plot_confusion_matrix(matrix, path, target_names=None, title="confusion matrix"):
     """Draws ``matrix`` (rows: true class, columns: predicted class), coloured by the share of each row.
 
-    Counts are written in the cells when there are at most 30 classes. Returns ``path``,
-    or None when matplotlib is missing.
+    Counts are written in the cells up to 30 classes, class names on the axes up to 50.
+    Returns ``path``, or None when matplotlib is missing.
     """
     Figure = _figure_class(path)
     if Figure is None:
@@ -76,8 +76,9 @@ def plot_confusion_matrix(matrix, path, target_names=None, title="confusion matr
     ax = figure.subplots()
     image = ax.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
     figure.colorbar(image, ax=ax, label="share of the true class")
-    ax.set_xticks(range(n), names, rotation=90 if n > 10 else 0)
-    ax.set_yticks(range(n), names)
+    if n <= 50:
+        ax.set_xticks(range(n), names, rotation=90 if n > 10 else 0)
+        ax.set_yticks(range(n), names)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
     ax.set_title(title)
