@@ -107,9 +107,17 @@ def test_batches_are_only_referenced_until_a_fold():
     recorder = AccuracyRecorder(fold_every=4)
     for i in range(3):
         recorder.on_train_summary((None, TARGETS), logits_for(PREDS), None, 0, i, {})
-    assert recorder.train_tally.matrix is None  # nothing computed yet: no per-step work
+    assert recorder.train_tally.pairs is None  # nothing computed yet: no per-step work
     recorder.on_train_summary((None, TARGETS), logits_for(PREDS), None, 0, 3, {})
-    assert recorder.train_tally.matrix.sum().item() == 4 * len(TARGETS)
+    assert recorder.train_tally.pairs.sum().item() == 4 * len(TARGETS)
+
+
+def test_a_target_outside_the_classes_is_reported_when_the_epoch_is_published():
+    recorder = AccuracyRecorder(fold_every=1)
+    recorder.on_test_begin({})
+    recorder.on_test_summary((None, torch.tensor([0, 5])), logits_for(torch.tensor([0, 1])), None, 0, 0, {})
+    with pytest.raises(ValueError, match=r"1 target\(s\) outside 0..2"):
+        recorder.on_test_end({"test": {}})
 
 
 def test_accepts_tuple_outputs_and_dict_batches():

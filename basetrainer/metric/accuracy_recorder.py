@@ -24,8 +24,9 @@ class AccuracyRecorder(Callback):
     (rows: true class, columns: predicted class); ``test_matrix`` holds it too.
 
     Per batch this only keeps references to the logits and targets; every ``fold_every``
-    batches they are folded into a confusion matrix on the device, and the ranks' counts
-    are summed once per epoch, so the values equal a single process's on the same data.
+    batches they are folded into confusion counts on the device without waiting for it,
+    and the ranks' counts are summed once per epoch, so the values equal a single
+    process's on the same data. A target outside the model's classes is reported then.
     ``confusion_matrix`` is the old name of ``log_dir``.
     """
 
@@ -115,10 +116,11 @@ class AccuracyRecorder(Callback):
 
 
 class ClassificationTally:
-    """A confusion matrix and top-k hit counts, kept on the device without a host sync per batch.
+    """Confusion counts and top-k hit counts, kept on the device without a host sync per batch.
 
     ``update`` appends references to a batch's logits and targets; every ``fold_every``
-    batches they are concatenated and counted in a few kernels (argmax, bincount, topk).
+    batches they are concatenated and counted in a few kernels (argmax, index_add, topk),
+    none of which waits for the device.
     """
 
     def __init__(self, topk=(), fold_every: int = 32):
@@ -128,7 +130,8 @@ class ClassificationTally:
 
     def reset(self) -> None:
         self._pending = []
-        self.matrix = None  # (classes, classes) int64: rows true class, columns predicted
+        self.num_classes = 0
+        self.pairs = None  # flat confusion counts, see classification_report.count_pairs
         self.topk_hits = None  # int64, one count per k in topk
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
@@ -145,47 +148,48 @@ class ClassificationTally:
         if logits.dim() != 2 or targets.dim() != 1 or targets.is_floating_point():
             raise TypeError(f"AccuracyRecorder needs (batch, classes) logits and (batch,) integer targets; "
                             f"got logits {tuple(logits.shape)} and targets {tuple(targets.shape)} {targets.dtype}")
-        num_classes = logits.shape[1]
-        matrix = classification_report.confusion_matrix(targets, logits.argmax(1), num_classes)
+        self.num_classes = num_classes = logits.shape[1]
+        pairs = classification_report.count_pairs(targets, logits.argmax(1), num_classes)
         if self.topk:
             ranked = logits.topk(min(max(self.topk), num_classes), dim=1).indices == targets[:, None]
             hits = torch.stack([ranked[:, :k].any(1).sum() for k in self.topk])
         else:
-            hits = torch.zeros(0, dtype=torch.int64, device=matrix.device)
-        if self.matrix is None:
-            self.matrix, self.topk_hits = matrix, hits
+            hits = torch.zeros(0, dtype=torch.int64, device=pairs.device)
+        if self.pairs is None:
+            self.pairs, self.topk_hits = pairs, hits
         else:
-            self.matrix, self.topk_hits = self.matrix + matrix, self.topk_hits + hits
+            self.pairs, self.topk_hits = self.pairs + pairs, self.topk_hits + hits
 
     def counts(self, reduce: bool = False):
-        """``(matrix, topk_hits)`` on the CPU, summed over ranks when ``reduce``; None if nothing was counted.
+        """``(confusion matrix, topk_hits)`` on the CPU, summed over ranks when ``reduce``; None if nothing was counted.
 
         With ``reduce`` every rank must call it, also a rank that saw no batch.
         """
         self.fold()
-        if not reduce:
-            return None if self.matrix is None else (self.matrix.cpu(), self.topk_hits.cpu())
-        local_classes = 0 if self.matrix is None else self.matrix.shape[0]
-        num_classes = max(comm.all_gather(local_classes))
+        num_classes = max(comm.all_gather(self.num_classes)) if reduce else self.num_classes
         if num_classes == 0:
             return None
-        if self.matrix is None:
-            flat = torch.zeros(num_classes * num_classes + len(self.topk), dtype=torch.int64)
+        cells = num_classes * num_classes + 1
+        if self.pairs is None:
+            flat = torch.zeros(cells + len(self.topk), dtype=torch.int64)
         else:
-            flat = torch.cat([self.matrix.reshape(-1), self.topk_hits])
-        flat = _reduce_on_backend_device(flat).cpu()
-        cells = num_classes * num_classes
-        return flat[:cells].reshape(num_classes, num_classes), flat[cells:]
+            flat = torch.cat([self.pairs, self.topk_hits])
+        if reduce:
+            flat = _reduce_on_backend_device(flat)
+        flat = flat.cpu()
+        return classification_report.matrix_from_counts(flat[:cells], num_classes), flat[cells:]
 
     def state_dict(self) -> dict:
         self.fold()
-        return {"matrix": None if self.matrix is None else self.matrix.cpu(),
+        return {"num_classes": self.num_classes,
+                "pairs": None if self.pairs is None else self.pairs.cpu(),
                 "topk_hits": None if self.topk_hits is None else self.topk_hits.cpu()}
 
     def load_state_dict(self, state: dict, device=None) -> None:
         self.reset()
-        if state.get("matrix") is not None:
-            self.matrix = state["matrix"].to(device or "cpu")
+        if state.get("pairs") is not None:
+            self.num_classes = int(state["num_classes"])
+            self.pairs = state["pairs"].to(device or "cpu")
             self.topk_hits = state["topk_hits"].to(device or "cpu")
 
 

@@ -13,12 +13,32 @@ from ..utils.file_utils import write_text_atomic
 
 def confusion_matrix(targets: torch.Tensor, preds: torch.Tensor, num_classes: int) -> torch.Tensor:
     """A ``(num_classes, num_classes)`` int64 tensor of counts, on the inputs' device."""
+    return matrix_from_counts(count_pairs(targets, preds, num_classes), num_classes)
+
+
+def count_pairs(targets: torch.Tensor, preds: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """The confusion counts, flat, without a host sync: ``num_classes ** 2 + 1`` int64 values.
+
+    Value ``i * num_classes + j`` counts class ``i`` predicted as ``j``; the last one counts
+    targets outside ``0..num_classes-1``, so that a bad label is reported when the counts
+    are read (:func:`matrix_from_counts`) instead of stopping the device mid-epoch.
+    Counts of several batches (or ranks) add up.
+    """
+    targets, preds = targets.reshape(-1).long(), preds.reshape(-1).long()
     cells = num_classes * num_classes
-    counts = torch.bincount(targets.reshape(-1).long() * num_classes + preds.reshape(-1).long(), minlength=cells)
-    if counts.numel() != cells:
-        raise ValueError(f"a target is outside 0..{num_classes - 1}: the model's output has {num_classes} classes; "
-                         f"check the labels or the model's last layer")
-    return counts.reshape(num_classes, num_classes)
+    valid = (targets >= 0) & (targets < num_classes)
+    index = torch.where(valid, targets * num_classes + preds, cells)
+    counts = torch.zeros(cells + 1, dtype=torch.int64, device=targets.device)
+    return counts.index_add_(0, index, torch.ones_like(index))
+
+
+def matrix_from_counts(counts: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """The ``(num_classes, num_classes)`` matrix of :func:`count_pairs`'s counts; raises if a target was out of range."""
+    outside = int(counts[-1])
+    if outside:
+        raise ValueError(f"{outside} target(s) outside 0..{num_classes - 1}: the model's output has {num_classes} "
+                         f"classes; check the labels or the model's last layer")
+    return counts[:-1].reshape(num_classes, num_classes)
 
 
 def precision_recall_f1(matrix) -> dict:
