@@ -33,7 +33,10 @@ def count_pairs(targets: torch.Tensor, preds: torch.Tensor, num_classes: int) ->
 
 
 def matrix_from_counts(counts: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """The ``(num_classes, num_classes)`` matrix of :func:`count_pairs`'s counts; raises if a target was out of range."""
+    """The ``(num_classes, num_classes)`` matrix of :func:`count_pairs`'s counts.
+
+    Raises ValueError if a target was out of range.
+    """
     outside = int(counts[-1])
     if outside:
         raise ValueError(f"{outside} target(s) outside 0..{num_classes - 1}: the model's output has {num_classes} "
@@ -42,7 +45,10 @@ def matrix_from_counts(counts: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 
 def precision_recall_f1(matrix) -> dict:
-    """Per-class ``precision``, ``recall``, ``f1`` (0 where undefined, as scikit-learn) and ``support``, as CPU tensors."""
+    """Per-class ``precision``, ``recall``, ``f1`` and ``support``, as CPU tensors.
+
+    A score whose denominator is 0 is 0, as in scikit-learn.
+    """
     matrix = torch.as_tensor(matrix).detach().cpu().double()
     hits = matrix.diagonal()
     predicted, support = matrix.sum(0), matrix.sum(1)
@@ -56,22 +62,23 @@ def precision_recall_f1(matrix) -> dict:
 def format_report(matrix, target_names=None, digits: int = 4) -> str:
     """A text table like scikit-learn's ``classification_report``: one line per class, then the averages."""
     scores = precision_recall_f1(matrix)
+    columns = [scores["precision"], scores["recall"], scores["f1"]]
     support = scores["support"]
     total = int(support.sum())
     names = _names(len(support), target_names)
     width = max(len("weighted avg"), *(len(n) for n in names))
-    head = f"{'':>{width}} {'precision':>10} {'recall':>10} {'f1-score':>10} {'support':>10}"
-    lines = [head, ""]
-    for i, name in enumerate(names):
-        values = " ".join(f"{float(scores[k][i]):>10.{digits}f}" for k in ("precision", "recall", "f1"))
-        lines.append(f"{name:>{width}} {values} {int(support[i]):>10d}")
-    lines.append("")
-    accuracy = float(torch.as_tensor(matrix).double().diagonal().sum()) / total if total else 0.0
-    lines.append(f"{'accuracy':>{width}} {'':>10} {'':>10} {accuracy:>10.{digits}f} {total:>10d}")
-    weights = support.double() / total if total else torch.zeros(len(names), dtype=torch.float64)
-    for label, average in (("macro avg", lambda v: float(v.mean())), ("weighted avg", lambda v: float((v * weights).sum()))):
-        values = " ".join(f"{average(scores[k]):>10.{digits}f}" for k in ("precision", "recall", "f1"))
-        lines.append(f"{label:>{width}} {values} {total:>10d}")
+
+    def line(label, values, count):
+        cells = " ".join(f"{'':>10}" if v is None else f"{v:>10.{digits}f}" for v in values)
+        return f"{label:>{width}} {cells} {count:>10d}"
+
+    lines = [f"{'':>{width}} {'precision':>10} {'recall':>10} {'f1-score':>10} {'support':>10}", ""]
+    lines += [line(name, [float(c[i]) for c in columns], int(support[i])) for i, name in enumerate(names)]
+    accuracy = float(torch.as_tensor(matrix).double().diagonal().sum()) / max(total, 1)
+    share = support.double() / max(total, 1)
+    lines += ["", line("accuracy", [None, None, accuracy], total),
+              line("macro avg", [float(c.mean()) for c in columns], total),
+              line("weighted avg", [float((c * share).sum()) for c in columns], total)]
     return "\n".join(lines)
 
 
