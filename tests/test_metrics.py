@@ -115,8 +115,8 @@ def test_batches_are_only_referenced_until_a_fold():
 def test_a_target_outside_the_classes_is_reported_when_the_epoch_is_published():
     recorder = AccuracyRecorder(fold_every=1)
     recorder.on_test_begin({})
-    recorder.on_test_summary((None, torch.tensor([0, 5])), logits_for(torch.tensor([0, 1])), None, 0, 0, {})
-    with pytest.raises(ValueError, match=r"1 target\(s\) outside 0..2"):
+    recorder.on_test_summary((None, torch.tensor([0, 5, -100])), logits_for(torch.tensor([0, 1, 2])), None, 0, 0, {})
+    with pytest.raises(ValueError, match=r"2 target\(s\) outside 0..2"):
         recorder.on_test_end({"test": {}})
 
 

@@ -17,18 +17,18 @@ def confusion_matrix(targets: torch.Tensor, preds: torch.Tensor, num_classes: in
 
 
 def count_pairs(targets: torch.Tensor, preds: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """The confusion counts, flat, without a host sync: ``num_classes ** 2 + 1`` int64 values.
+    """The confusion counts, flat, without a host sync: ``num_classes ** 2 + 2`` int64 values.
 
-    Value ``i * num_classes + j`` counts class ``i`` predicted as ``j``; the last one counts
-    targets outside ``0..num_classes-1``, so that a bad label is reported when the counts
-    are read (:func:`matrix_from_counts`) instead of stopping the device mid-epoch.
-    Counts of several batches (or ranks) add up.
+    Value ``1 + i * num_classes + j`` counts class ``i`` predicted as ``j``; the first and
+    the last values count targets below 0 and above ``num_classes - 1``, so that a bad
+    label is reported when the counts are read (:func:`matrix_from_counts`) instead of
+    stopping the device mid-epoch. Counts of several batches (or ranks) add up.
     """
-    targets, preds = targets.reshape(-1).long(), preds.reshape(-1).long()
     cells = num_classes * num_classes
-    valid = (targets >= 0) & (targets < num_classes)
-    index = torch.where(valid, targets * num_classes + preds, cells)
-    counts = torch.zeros(cells + 1, dtype=torch.int64, device=targets.device)
+    # target * C + pred is in [0, cells) exactly when 0 <= target < C: clamping sends the
+    # other targets to -1 or cells, the two outer values once shifted by one.
+    index = (targets.reshape(-1).long() * num_classes).add_(preds.reshape(-1)).clamp_(-1, cells).add_(1)
+    counts = torch.zeros(cells + 2, dtype=torch.int64, device=targets.device)
     return counts.index_add_(0, index, torch.ones_like(index))
 
 
@@ -37,11 +37,11 @@ def matrix_from_counts(counts: torch.Tensor, num_classes: int) -> torch.Tensor:
 
     Raises ValueError if a target was out of range.
     """
-    outside = int(counts[-1])
+    outside = int(counts[0] + counts[-1])
     if outside:
         raise ValueError(f"{outside} target(s) outside 0..{num_classes - 1}: the model's output has {num_classes} "
                          f"classes; check the labels or the model's last layer")
-    return counts[:-1].reshape(num_classes, num_classes)
+    return counts[1:-1].reshape(num_classes, num_classes)
 
 
 def precision_recall_f1(matrix) -> dict:

@@ -38,7 +38,10 @@ def plot_training_curves(rows, path):
 
     columns = min(3, len(panels))
     lines = math.ceil(len(panels) / columns)
-    figure = Figure(figsize=(5 * columns, 3.6 * lines), layout="constrained")
+    figure = Figure(figsize=(5 * columns, 3.6 * lines))
+    # Fixed margins rather than a layout engine: drawing once instead of twice halves the cost.
+    figure.subplots_adjust(left=0.06, right=0.98, bottom=0.12 / lines, top=1 - 0.08 / lines, wspace=0.25,
+                           hspace=0.4)
     axes = figure.subplots(lines, columns, squeeze=False).ravel()
     epochs = [row["epoch"] for row in rows]
     for ax, name in zip(axes, panels):
