@@ -103,7 +103,7 @@ class EMA(Callback):
     def _bind(self, model) -> None:
         """Pairs each averaged tensor with the model's, starting the average from the model if needed."""
         current = unwrap_model(model).state_dict()
-        if self.averaged is not None and set(self.averaged) != set(current):
+        if self.averaged is not None and not _same_layout(self.averaged, current):
             logger.warning("EMA: the saved average does not match the model's weights; averaging starts afresh")
             self.averaged, self.updates = None, 0
         if self.averaged is None:
@@ -139,3 +139,8 @@ class EMA(Callback):
         self._pairs = None
         if self.averaged is not None and self.trainer is not None and self.trainer.model is not None:
             self._bind(self.trainer.model)
+
+
+def _same_layout(averaged: dict, current: dict) -> bool:
+    """Whether a saved average fits the model: the same keys and shapes (a pruned model has other shapes)."""
+    return set(averaged) == set(current) and all(averaged[k].shape == v.shape for k, v in current.items())
