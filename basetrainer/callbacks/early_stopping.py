@@ -37,6 +37,12 @@ class EarlyStopping(Callback):
         self.stopped_epoch = None
         self._warned = False
 
+    def on_train_begin(self, logs):
+        # A run resumed after it had stopped early stays stopped.
+        trainer = self.trainer
+        if trainer is not None and self.stopped_epoch is not None:
+            trainer.stop_training = True
+
     def on_epoch_end(self, epoch, logs):
         value = self._read(logs)
         if value is None:

@@ -117,7 +117,12 @@ class ModelCheckpoint(Callback):
         return value < worst if self.lower_is_better else value > worst
 
     def _weights(self) -> dict:
+        """The weights to ship: an EMA callback's averaged weights if there is one, else the model's."""
         trainer = self.trainer
+        if trainer is not None:
+            for cb in trainer.callbacks:
+                if hasattr(cb, "weights_for_export"):
+                    return cb.weights_for_export()
         model = trainer.model if trainer is not None else self.model
         return checkpoint.model_state_dict(model)
 

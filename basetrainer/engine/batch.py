@@ -50,3 +50,11 @@ def batch_size(inputs) -> int:
             if n:
                 return n
     return 0
+
+
+def stack_scalars(values) -> torch.Tensor:
+    """One 1-D tensor from per-batch scalars: a single op when they share a dtype, as they do in a run."""
+    try:
+        return torch.stack(values)
+    except RuntimeError:  # mixed dtypes or shapes: normalise each first
+        return torch.stack([v.float().reshape(()) for v in values])

@@ -27,7 +27,7 @@ from ..callbacks.callbacks import CallbackList
 from ..config import to_plain
 from ..errors import CheckpointError, ConfigError, DataError, NonFiniteLossError, TrainingInterrupted
 from . import checkpoint, comm, data
-from .batch import move_to_device, total_loss
+from .batch import move_to_device, stack_scalars, total_loss
 from .parallel import build_model_parallel, is_ddp, unwrap_model
 
 logger = logging.getLogger("basetrainer")
@@ -36,6 +36,7 @@ _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 _AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                 "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
 _STOP_SIGNALS = ("SIGTERM", "SIGUSR1")
+_NULL_CONTEXT = contextlib.nullcontext()  # reusable: saves building one per step
 
 
 class EngineTrainer:
@@ -85,6 +86,8 @@ class EngineTrainer:
         self._loss_window = []
         self._pending_rng = None
         self._stop_signal = None
+        self._watch_stop = self.world_size > 1  # one process looks only once a signal came
+        self._ddp = False
         self._events = CallbackList([])
 
     # ------------------------------------------------------------------ hooks
@@ -126,6 +129,7 @@ class EngineTrainer:
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
         if self.amp_dtype == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
+        self._ddp = is_ddp(self.model)
 
     def build_dataloader(self, dataset, batch_size, num_workers=0, shuffle=True, phase="train",
                          distributed=True, **kwargs):
@@ -159,9 +163,12 @@ class EngineTrainer:
         self.resume_or_seed()
         logs["lr"] = self.optimizer.param_groups[0]["lr"]
         logs["epoch"] = self.start_epoch
+        self.stop_training = False
         with self._stop_signals():
             events.on_train_begin(logs)
             for epoch in range(self.start_epoch, self.num_epochs):
+                if self.stop_training:  # set before this epoch, e.g. restored by a resumed EarlyStopping
+                    break
                 self.epoch = logs["epoch"] = epoch
                 self._epoch_done = False
                 events.on_epoch_begin(epoch, logs)
@@ -169,8 +176,6 @@ class EngineTrainer:
                 self.test_epoch(logs)
                 self._epoch_done = True
                 events.on_epoch_end(epoch, logs)
-                if self.stop_training:
-                    break
             events.on_train_end(logs)
         return logs
 
@@ -190,7 +195,7 @@ class EngineTrainer:
             logs["lr"] = param_groups[0]["lr"]
             events.on_train_summary(inputs, outputs, losses, self.epoch, batch, logs)
             events.on_batch_end(batch, logs)
-            if self._stop_requested(batch):
+            if self._watch_stop and self._stop_requested(batch):
                 self.preempt()
             if self.stop_training:
                 break
@@ -200,10 +205,9 @@ class EngineTrainer:
     def train_step(self, inputs):
         """One batch: forward and loss under autocast, backward, and the optimizer step
         at the end of each accumulation window. Returns ``run_step``'s ``(outputs, losses)``."""
-        window, divisor = self._accumulation_window(self.batch)
-        step_now = window == divisor
-        no_sync = self.model.no_sync() if not step_now and is_ddp(self.model) else contextlib.nullcontext()
-        with no_sync:
+        step_now, divisor = self._accumulation_window(self.batch) if self.accumulate_grad_batches > 1 else (True, 1)
+        # Inside an accumulation window DDP need not all-reduce: the last batch's backward does it.
+        with _NULL_CONTEXT if step_now or not self._ddp else self.model.no_sync():
             with self._autocast():
                 outputs, losses = self.run_step(inputs)
             loss = total_loss(losses)
@@ -276,21 +280,19 @@ class EngineTrainer:
 
     # ------------------------------------------------------------------ loop helpers
     def _accumulation_window(self, batch):
-        """(position of ``batch`` in its accumulation window, 1-based; that window's size).
+        """(whether ``batch`` ends its accumulation window, that window's size).
 
         The last window of an epoch may be shorter, and is divided by its own size so
         that every optimizer step averages over the batches it saw.
         """
         n = self.accumulate_grad_batches
-        if n == 1:
-            return 1, 1
         full = (self.num_steps // n) * n if self.num_steps else None
         size = n if full is None or batch < full else self.num_steps - full
-        return (batch % n) + 1, size
+        return (batch % n) + 1 == size, size
 
     def _autocast(self):
         if self.amp_dtype is None:
-            return contextlib.nullcontext()
+            return _NULL_CONTEXT
         return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
 
     def _mover(self):
@@ -308,7 +310,7 @@ class EngineTrainer:
         window, self._loss_window = self._loss_window, []
         if not window:
             return
-        values = torch.stack([v.float().reshape(()) for v in window])
+        values = stack_scalars(window)
         finite = torch.isfinite(values)
         if bool(finite.all()):
             return
@@ -323,7 +325,7 @@ class EngineTrainer:
         window, self._loss_window = self._loss_window, []
         flag = torch.isfinite(grad_norm.float())
         if window:
-            flag = flag & torch.isfinite(torch.stack([v.float().reshape(()) for v in window])).all()
+            flag = flag & torch.isfinite(stack_scalars(window)).all()
         bad = (~flag).to(torch.int32).reshape(1)
         return not bool(comm.all_reduce_max(bad.to(self.device))[0])  # every rank takes the same decision
 
@@ -356,6 +358,7 @@ class EngineTrainer:
 
     def _on_stop_signal(self, signum, frame):
         self._stop_signal = signum
+        self._watch_stop = True
 
     def _stop_requested(self, batch) -> bool:
         """Whether to stop after this batch; all ranks agree, at an optimizer-step boundary."""

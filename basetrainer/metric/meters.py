@@ -2,49 +2,7 @@
 import torch
 
 from ..engine import comm
-
-
-class DeferredSum:
-    """Sums same-shaped tensors without a host sync per update.
-
-    ``update`` only appends a reference; every ``fold_every`` updates the pending values
-    are stacked and added to the total in one operation. Reading ``total`` folds what is
-    pending. Values must be detached.
-    """
-
-    def __init__(self, fold_every: int = 64):
-        self.fold_every = fold_every
-        self.reset()
-
-    def reset(self) -> None:
-        self._pending = []
-        self._total = None
-
-    def update(self, value: torch.Tensor) -> None:
-        self._pending.append(value)
-        if len(self._pending) >= self.fold_every:
-            self._fold()
-
-    def _fold(self) -> None:
-        if self._pending:
-            folded = torch.stack(self._pending).sum(0)
-            self._total = folded if self._total is None else self._total + folded
-            self._pending = []
-
-    @property
-    def total(self):
-        """The sum so far as a tensor, or None before the first update."""
-        self._fold()
-        return self._total
-
-    def state_dict(self) -> dict:
-        total = self.total
-        return {"total": None if total is None else total.detach().cpu()}
-
-    def load_state_dict(self, state: dict, device=None) -> None:
-        self.reset()
-        total = state.get("total")
-        self._total = None if total is None else total.to(device or "cpu")
+from ..engine.batch import stack_scalars
 
 
 class MeanMeter:
@@ -73,7 +31,7 @@ class MeanMeter:
 
     def _fold(self) -> None:
         if self._values:
-            values = torch.stack([v.double().reshape(()) for v in self._values])
+            values = stack_scalars(self._values).double()
             weights = torch.tensor(self._weights, dtype=torch.float64, device=values.device)
             folded = (values * weights).sum()
             self._total = folded if self._total is None else self._total + folded
