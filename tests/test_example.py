@@ -1,0 +1,274 @@
+"""examples/example.py and its pipeline (basetrainer.tasks.classification).
+
+Config precedence and errors; one-epoch runs end to end on a tiny generated ImageFolder
+(one process and two CPU processes as subprocesses; resume, fine-tuning and pruning in
+this process, which has torchvision imported already); examples/custom_trainer.py.
+"""
+import csv
+import glob
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from basetrainer.config import load_config
+from basetrainer.errors import ConfigError
+from basetrainer.tasks import classification
+from conftest import run_python
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "example.py")
+CUSTOM = os.path.join(ROOT, "examples", "custom_trainer.py")
+CONFIG = os.path.join(ROOT, "configs", "config.yaml")
+CLASSES = ("cat", "dog", "fox")
+
+
+@pytest.fixture(autouse=True)
+def restore_basetrainer_logger():
+    """Runs in this process configure the "basetrainer" logger: put it back for the other tests."""
+    logger = logging.getLogger("basetrainer")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    for handler in logger.handlers:
+        if handler not in saved[0]:
+            handler.close()
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """3 classes x 12 training and 4 test images of 16x16, each class tinted by one channel."""
+    root = tmp_path_factory.mktemp("tiny")
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 12), ("val", 4)):
+        for channel, name in enumerate(CLASSES):
+            os.makedirs(root / split / name)
+            for i in range(count):
+                pixels = rng.integers(0, 60, (16, 16, 3), dtype=np.uint8)
+                pixels[..., channel] += 150
+                Image.fromarray(pixels).save(root / split / name / f"{i}.png")
+    return root
+
+
+def flags(data, work_dir, *extra):
+    return ["--train_data", str(data / "train"), "--test_data", str(data / "val"), "--input_size", "16", "16",
+            "--batch_size", "8", "--num_epochs", "1", "--num_workers", "0", "--no-progress",
+            "--work_dir", str(work_dir), *extra]
+
+
+def run_example(args, cwd):
+    result = run_python([EXAMPLE, *args], cwd=cwd)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def train_here(*argv):
+    """main() in this process (a second run costs no interpreter start)."""
+    classification.main([str(a) for a in argv])
+
+
+def history(work_dir):
+    with open(os.path.join(work_dir, "log", "history.csv")) as stream:
+        return list(csv.DictReader(stream))
+
+
+def train_log(work_dir):
+    with open(os.path.join(work_dir, "log", "train.log")) as stream:
+        return stream.read()
+
+
+@pytest.fixture(scope="module")
+def one_process_run(tiny_data, tmp_path_factory):
+    work_dir = tmp_path_factory.mktemp("run") / "work"
+    run_example(flags(tiny_data, work_dir), cwd=tmp_path_factory.mktemp("cwd"))
+    return work_dir
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tiny_data, tmp_path_factory):
+    work_dir = tmp_path_factory.mktemp("dist") / "work"
+    result = run_example(flags(tiny_data, work_dir, "--distributed", "--gpu_id", "0", "1"),
+                         cwd=tmp_path_factory.mktemp("cwd"))
+    return work_dir, result
+
+
+def parse(*argv):
+    return classification.parse_config([str(a) for a in argv])
+
+
+def write_yaml(folder, text):
+    path = folder / "config.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+# ---------------------------------------------------------------------- config
+
+
+def test_config_yaml_mirrors_the_parser_defaults():
+    defaults = vars(classification.get_parser().parse_args([]))
+    for key in ("config_file", "opts"):
+        defaults.pop(key)
+    shipped = load_config(CONFIG)
+    assert shipped == defaults
+    assert {k: type(v) for k, v in shipped.items()} == {k: type(v) for k, v in defaults.items()}
+
+
+def test_every_key_of_config_yaml_has_a_comment():
+    with open(CONFIG) as stream:
+        lines = [line for line in stream if line[:1].isalpha()]
+    assert len(lines) == len(load_config(CONFIG))
+    assert [line.split(":")[0] for line in lines if "#" not in line] == []
+
+
+def test_flag_beats_yaml_beats_default(tmp_path):
+    path = write_yaml(tmp_path, "lr: 0.2\nbatch_size: 16\n")
+    cfg = parse("-c", path, "--lr", "0.3")
+    assert (cfg.lr, cfg.batch_size, cfg.num_epochs) == (0.3, 16, 12)
+
+
+def test_key_value_override_beats_flag_and_yaml(tmp_path):
+    path = write_yaml(tmp_path, "lr: 0.2\nuse_prune: true\nmilestones: [2, 4]\n")
+    cfg = parse("-c", path, "--lr", "0.3", "lr=0.4", "use_prune=false", "milestones=[5,7]")
+    assert (cfg.lr, cfg.use_prune, cfg.milestones) == (0.4, False, [5, 7])
+
+
+def test_list_flags_take_opts_after_them():
+    cfg = parse("--gpu_id", "0", "1", "--opts", "input_size=[24,24]", "amp=bf16")
+    assert (cfg.gpu_id, cfg.input_size, cfg.amp) == ([0, 1], [24, 24], "bf16")
+
+
+def test_dotted_override_into_a_plain_key_is_refused():
+    with pytest.raises(ConfigError, match="config key 'lr' expects float"):
+        parse("lr.value=0.1")
+
+
+def test_unknown_yaml_key_suggests_the_right_one(tmp_path):
+    path = write_yaml(tmp_path, "num_epoch: 3\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'num_epoch' \(in .*\): did you mean 'num_epochs'\?"):
+        parse("-c", path)
+
+
+def test_wrong_type_names_the_key_and_the_expected_type(tmp_path):
+    path = write_yaml(tmp_path, "batch_size: big\n")
+    with pytest.raises(ConfigError, match="config key 'batch_size' expects int, got str 'big'"):
+        parse("-c", path)
+
+
+def test_unknown_override_is_one_line_and_exit_code_2(tmp_path):
+    result = run_python([EXAMPLE, "lrr=0.1"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: unknown config key 'lrr' (from --opts): did you mean 'lr'?"
+    assert not os.path.exists(tmp_path / "data")  # stopped before writing anything
+
+
+def test_missing_user_data_folder_is_one_line_and_exit_code_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        train_here("--train_data", tmp_path / "nowhere", "--work_dir", tmp_path / "work")
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: train_data: no such folder {tmp_path / 'nowhere'}; point train_data at an ImageFolder tree "
+        f"(one sub-folder per class)")
+
+
+def test_default_data_folders_are_filled_with_the_digits_when_missing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    classification.prepare_data(parse())
+    assert sorted(os.listdir("data/digits/train")) == sorted(os.listdir("data/digits/val")) == list("0123456789")
+
+
+def test_user_data_folders_are_never_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    classification.prepare_data(parse("--train_data", "mine/train", "--test_data", "mine/val"))
+    assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------------- one epoch, end to end
+
+
+def test_one_epoch_writes_checkpoints_logs_and_config(one_process_run):
+    work_dir = one_process_run
+    for name in ("model/last.pth", "model/model_final.pth", "log/train.log", "log/history.csv", "config.yaml"):
+        assert os.path.isfile(work_dir / name), name
+    assert len(glob.glob(str(work_dir / "model" / "best_model_000_*.pth"))) == 1
+    assert glob.glob(str(work_dir / "log" / "events.out.tfevents.*"))
+    row = history(work_dir)[0]
+    assert float(row["train_loss"]) > 0 and 0 <= float(row["test_Acc"]) <= 100
+
+
+def test_evaluation_runs_on_test_data(one_process_run):
+    assert "test Acc" in train_log(one_process_run) and "on 12 samples" in train_log(one_process_run)
+
+
+def test_saved_config_holds_the_classes_and_is_accepted_as_a_config_file(one_process_run):
+    saved = load_config(one_process_run / "config.yaml")
+    assert (saved.num_classes, saved.classes, saved.input_size) == (3, list(CLASSES), [16, 16])
+    assert parse("-c", one_process_run / "config.yaml").batch_size == 8
+
+
+def test_two_cpu_processes_train_and_count_every_test_image_once(two_process_run):
+    work_dir, result = two_process_run
+    assert "running 2 CPU processes with the gloo backend" in result.stderr
+    log = train_log(work_dir)
+    assert "x 2 process(es)" in log and "on 12 samples" in log
+    assert os.path.isfile(work_dir / "model" / "model_final.pth") and len(history(work_dir)) == 1
+
+
+def test_resume_auto_continues_from_last_checkpoint(one_process_run, tiny_data, tmp_path):
+    work_dir = tmp_path / "work"
+    shutil.copytree(one_process_run, work_dir)
+    train_here(*flags(tiny_data, work_dir, "--resume", "auto", "--num_epochs", "2"))
+    assert f"resumed from {work_dir / 'model' / 'last.pth'} at epoch 1" in train_log(work_dir)
+    assert [row["epoch"] for row in history(work_dir)] == ["0", "1"]
+
+
+def test_finetune_from_another_class_count_keeps_a_fresh_head_and_says_so(tiny_data, tmp_path):
+    import torchvision
+
+    source = tmp_path / "ten_classes.pth"
+    torch.save(torchvision.models.resnet18(num_classes=10).state_dict(), source)
+    train_here(*flags(tiny_data, tmp_path / "work", "--finetune", source))
+    log = train_log(tmp_path / "work")
+    assert "finetune: skipped 2 layer(s)" in log and "fc.weight (10, 512) vs (3, 512)" in log
+    assert f"finetune: loaded {source}; fresh weights for fc.weight, fc.bias" in log
+
+
+@pytest.fixture(scope="module")
+def pruned_run(tiny_data, tmp_path_factory):
+    work_dir = tmp_path_factory.mktemp("prune") / "work"
+    logger = logging.getLogger("basetrainer")
+    saved = list(logger.handlers)
+    try:
+        train_here(*flags(tiny_data, work_dir, "--use_prune", "prune_bn_l1=0.0001"))
+    finally:
+        for handler in [h for h in logger.handlers if h not in saved]:
+            handler.close()
+            logger.removeHandler(handler)
+    return work_dir
+
+
+def test_use_prune_shrinks_the_model_and_logs_params_before_and_after(pruned_run):
+    assert "pruned (torch-pruning, L1, sparsity 0.3): params 11.18M -> " in train_log(pruned_run)
+    weights = torch.load(pruned_run / "model" / "model_final.pth", weights_only=True)
+    assert sum(v.numel() for k, v in weights.items() if "num_batches" not in k) < 0.7 * 11.18e6
+    assert "architecture" in torch.load(pruned_run / "model" / "last.pth", weights_only=True)
+
+
+def test_bn_l1_penalty_is_recorded_beside_the_cross_entropy(pruned_run):
+    row = history(pruned_run)[0]
+    assert float(row["train_bn_l1"]) > 0
+    assert float(row["train_loss"]) == pytest.approx(float(row["train_ce"]) + float(row["train_bn_l1"]), rel=1e-4)
+
+
+# ---------------------------------------------------------------------- examples/custom_trainer.py
+
+
+def test_custom_trainer_example_trains_one_epoch(tmp_path):
+    result = run_python([CUSTOM, "--num_epochs", "1", "--work_dir", tmp_path / "work"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert os.path.isfile(tmp_path / "work" / "model" / "model_final.pth")
+    assert float(history(tmp_path / "work")[0]["test_loss"]) > 0
