@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 
 from basetrainer.config import load_config
-from basetrainer.errors import ConfigError
+from basetrainer.errors import ConfigError, DataError
 from basetrainer.tasks import classification
 from conftest import run_python
 
@@ -142,6 +142,11 @@ def test_list_flags_take_opts_after_them():
     assert (cfg.gpu_id, cfg.input_size, cfg.amp) == ([0, 1], [24, 24], "bf16")
 
 
+def test_amp_flag_takes_no_value_so_overrides_may_follow():
+    cfg = parse("--amp", "lr=0.1")
+    assert (cfg.amp, cfg.lr) == ("true", 0.1)
+
+
 def test_dotted_override_into_a_plain_key_is_refused():
     with pytest.raises(ConfigError, match="config key 'lr' expects float"):
         parse("lr.value=0.1")
@@ -173,6 +178,22 @@ def test_missing_user_data_folder_is_one_line_and_exit_code_2(tmp_path, capsys):
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: train_data: no such folder {tmp_path / 'nowhere'}; point train_data at an ImageFolder tree "
         f"(one sub-folder per class)")
+
+
+def test_errors_reraised_by_loader_workers_and_launch_print_their_original_line():
+    from torch.utils.data._utils import worker
+
+    try:
+        raise DataError("train_data: cannot read image a/b.png (truncated); fix or remove the file")
+    except DataError:
+        wrapped = worker.ExceptionWrapper(where="in DataLoader worker process 0")
+    with pytest.raises(DataError) as reraised:
+        wrapped.reraise()
+    assert "\n" in str(reraised.value)
+    assert classification.one_line(reraised.value) == (
+        "train_data: cannot read image a/b.png (truncated); fix or remove the file")
+    from_rank = DataError(f"rank 1: {reraised.value}")
+    assert classification.one_line(from_rank).startswith("rank 1: train_data: cannot read image a/b.png")
 
 
 def test_default_data_folders_are_filled_with_the_digits_when_missing(tmp_path, monkeypatch):
@@ -256,6 +277,17 @@ def test_use_prune_shrinks_the_model_and_logs_params_before_and_after(pruned_run
     weights = torch.load(pruned_run / "model" / "model_final.pth", weights_only=True)
     assert sum(v.numel() for k, v in weights.items() if "num_batches" not in k) < 0.7 * 11.18e6
     assert "architecture" in torch.load(pruned_run / "model" / "last.pth", weights_only=True)
+
+
+def test_finetune_from_a_pruned_checkpoint_keeps_its_widths_and_gets_a_new_head(pruned_run, tiny_data, tmp_path):
+    for name in CLASSES[:2]:  # 2 classes where the pruned model had 3
+        for split in ("train", "val"):
+            shutil.copytree(tiny_data / split / name, tmp_path / "data" / split / name)
+    source = glob.glob(str(pruned_run / "model" / "best_model_*.pth"))[0]
+    pruned_fc = torch.load(source, weights_only=True)["model"]["fc.weight"]
+    train_here(*flags(tmp_path / "data", tmp_path / "work", "--finetune", source))
+    weights = torch.load(tmp_path / "work" / "model" / "model_final.pth", weights_only=True)
+    assert weights["fc.weight"].shape == (2, pruned_fc.shape[1]) and pruned_fc.shape[1] < 512
 
 
 def test_bn_l1_penalty_is_recorded_beside_the_cross_entropy(pruned_run):

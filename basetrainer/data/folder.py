@@ -2,6 +2,7 @@
 import logging
 import os
 
+from PIL import UnidentifiedImageError
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
@@ -54,7 +55,7 @@ class CheckedImageFolder(ImageFolder):
             try:
                 sample = self.loader(path)
             except Exception as error:  # noqa: BLE001 - PIL fails on bad files in many ways
-                reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                reason = _reason(error)
                 if self.on_bad_image == "raise":
                     raise DataError(f"{self.name}: cannot read image {path} ({reason}); "
                                     f"fix or remove the file, or set on_bad_image: skip") from None
@@ -69,6 +70,13 @@ class CheckedImageFolder(ImageFolder):
                 target = self.target_transform(target)
             return sample, target
         raise DataError(f"{self.name}: no image under {self.root} can be read; check the files")
+
+
+def _reason(error) -> str:
+    if isinstance(error, UnidentifiedImageError):  # its message repeats the file object
+        return "not an image format Pillow can read"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def check_same_classes(train, test, train_name="train_data", test_name="test_data"):

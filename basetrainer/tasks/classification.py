@@ -240,8 +240,8 @@ def get_parser(prog=None):
     optim.add_argument("--num_epochs", type=int, default=12, help="training epochs")
 
     loop = parser.add_argument_group("training loop")
-    loop.add_argument("--amp", nargs="?", const="true", default="none",
-                      help="mixed precision: none, bf16, fp16; --amp alone: fp16 on CUDA, bf16 on CPU")
+    loop.add_argument("--amp", action="store_const", const="true", default="none",
+                      help="mixed precision: fp16 on CUDA, bf16 on CPU (choose with amp=bf16 or amp=fp16)")
     loop.add_argument("--accumulate_grad_batches", type=int, default=1, help="batches per optimizer step")
     loop.add_argument("--clip_grad_norm", type=float, default=0.0, help="clip the gradient norm (0: off)")
     loop.add_argument("--channels_last", action="store_true", help="channels-last memory format")
