@@ -152,6 +152,11 @@ def test_dotted_override_into_a_plain_key_is_refused():
         parse("lr.value=0.1")
 
 
+def test_input_size_needs_width_and_height(tmp_path):
+    with pytest.raises(ConfigError, match=r"input_size expects \[width, height\], got \[32\]"):
+        parse("-c", write_yaml(tmp_path, "input_size: [32]\n"))
+
+
 def test_unknown_yaml_key_suggests_the_right_one(tmp_path):
     path = write_yaml(tmp_path, "num_epoch: 3\n")
     with pytest.raises(ConfigError, match=r"unknown config key 'num_epoch' \(in .*\): did you mean 'num_epochs'\?"):
@@ -290,10 +295,10 @@ def test_finetune_from_a_pruned_checkpoint_keeps_its_widths_and_gets_a_new_head(
     assert weights["fc.weight"].shape == (2, pruned_fc.shape[1]) and pruned_fc.shape[1] < 512
 
 
-def test_bn_l1_penalty_is_recorded_beside_the_cross_entropy(pruned_run):
+def test_bn_l1_penalty_is_recorded_beside_the_classification_loss(pruned_run):
     row = history(pruned_run)[0]
     assert float(row["train_bn_l1"]) > 0
-    assert float(row["train_loss"]) == pytest.approx(float(row["train_ce"]) + float(row["train_bn_l1"]), rel=1e-4)
+    assert float(row["train_loss"]) == pytest.approx(float(row["train_cls"]) + float(row["train_bn_l1"]), rel=1e-4)
 
 
 # ---------------------------------------------------------------------- examples/custom_trainer.py

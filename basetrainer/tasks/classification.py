@@ -37,7 +37,7 @@ from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefol
 from ..engine import checkpoint
 from ..engine.launch import launch
 from ..engine.trainer import EngineTrainer
-from ..errors import BaseTrainerError
+from ..errors import BaseTrainerError, ConfigError
 from ..metric.accuracy_recorder import AccuracyRecorder
 from ..models.build_models import get_models
 from ..optimizer.build_optimizer import get_optimizer
@@ -138,8 +138,8 @@ class ClassificationTrainer(EngineTrainer):
         indicators = ["loss", "Acc"]
         losses = [LossesRecorder(indicator="loss")]
         if cfg.prune_bn_l1 > 0:
-            losses.append(MultiLossesRecorder(indicators=["ce", "bn_l1"]))
-            indicators += ["ce", "bn_l1"]
+            losses.append(MultiLossesRecorder(indicators=["cls", "bn_l1"]))
+            indicators += ["cls", "bn_l1"]
         return [
             AccuracyRecorder(target_names=self.classes, indicator="Acc", log_dir=self.log_dir, logger=self.logger),
             *losses,
@@ -160,8 +160,8 @@ class ClassificationTrainer(EngineTrainer):
         loss = self.criterion(outputs, targets)
         if self.cfg.prune_bn_l1 > 0:
             # Network slimming: the L1 term drives unneeded BatchNorm scales to 0 for prune_mod Slim.
-            # "loss" (LossesRecorder) is the sum; "ce" and "bn_l1" are recorded apart.
-            return outputs, {"ce": loss, "bn_l1": bn_l1_penalty(self.model, self.cfg.prune_bn_l1)}
+            # "loss" (LossesRecorder) is the sum; "cls" (the classification loss) and "bn_l1" are recorded apart.
+            return outputs, {"cls": loss, "bn_l1": bn_l1_penalty(self.model, self.cfg.prune_bn_l1)}
         return outputs, loss
 
 
@@ -279,7 +279,10 @@ def parse_config(argv=None, prog=None):
     """The config for ``argv`` (default ``sys.argv[1:]``), checked strictly (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = get_parser(prog)
-    return parser_config(parser.parse_args(argv), parser=parser, strict=True, argv=argv, known=FREE_TYPED_KEYS)
+    cfg = parser_config(parser.parse_args(argv), parser=parser, strict=True, argv=argv, known=FREE_TYPED_KEYS)
+    if len(cfg.input_size) != 2:
+        raise ConfigError(f"input_size expects [width, height], got {cfg.input_size}")
+    return cfg
 
 
 def prepare_data(cfg):
