@@ -97,12 +97,27 @@ def _run_in_existing_group(main_func, args, dist_url, timeout):
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
-    _init_process_group(backend, "env://", world_size, rank, timeout)
+    _init_process_group(backend, "env://", world_size, rank, timeout, store=_attempt_store(world_size, timeout))
     comm.set_local_rank(local_rank, local_world_size)
     try:
         return main_func(*args)
     finally:
         _destroy_process_group()
+
+
+def _attempt_store(world_size, timeout):
+    """torchrun's store, with this restart attempt's keys kept apart from earlier attempts'.
+
+    After ``--max-restarts`` restarts a group, the agent's store still holds the
+    addresses the dead workers published, and gloo may connect to those (connection
+    refused); prefixing the keys with the attempt number avoids it. None when torchrun
+    does not serve a store (then env:// makes one as usual).
+    """
+    env = os.environ
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or "TORCHELASTIC_RESTART_COUNT" not in env:
+        return None
+    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), world_size, is_master=False, timeout=timeout)
+    return dist.PrefixStore(f"/basetrainer/attempt_{env['TORCHELASTIC_RESTART_COUNT']}", store)
 
 
 def _export_slurm_env(dist_url):
@@ -295,9 +310,13 @@ def _die_with_parent():
 
 
 # ---------------------------------------------------------------------- process group
-def _init_process_group(backend, init_method, world_size, rank, timeout):
+def _init_process_group(backend, init_method, world_size, rank, timeout, store=None):
     try:
-        dist.init_process_group(backend, init_method=init_method, world_size=world_size, rank=rank, timeout=timeout)
+        if store is not None:
+            dist.init_process_group(backend, store=store, world_size=world_size, rank=rank, timeout=timeout)
+        else:
+            dist.init_process_group(backend, init_method=init_method, world_size=world_size, rank=rank,
+                                    timeout=timeout)
     except (RuntimeError, ValueError) as e:
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "address already in use" in str(e).lower():

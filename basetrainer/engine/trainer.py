@@ -206,15 +206,13 @@ class EngineTrainer:
         """One batch: forward and loss under autocast, backward, and the optimizer step
         at the end of each accumulation window. Returns ``run_step``'s ``(outputs, losses)``."""
         step_now, divisor = self._accumulation_window(self.batch) if self.accumulate_grad_batches > 1 else (True, 1)
-        # Inside an accumulation window DDP need not all-reduce: the last batch's backward does it.
-        with _NULL_CONTEXT if step_now or not self._ddp else self.model.no_sync():
-            with self._autocast():
-                outputs, losses = self.run_step(inputs)
-            loss = total_loss(losses)
-            self._loss_window.append(loss.detach())
-            if divisor > 1:
-                loss = loss / divisor
-            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+        with self._forward_context(step_now):
+            outputs, losses = self.run_step(inputs)
+        loss = total_loss(losses)
+        self._loss_window.append(loss.detach())
+        if divisor > 1:
+            loss = loss / divisor
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
         self.accumulating = not step_now
         if step_now:
             self.optimizer_step()
@@ -266,7 +264,7 @@ class EngineTrainer:
             with torch.no_grad():
                 for batch, inputs in enumerate(self.test_loader):
                     inputs = move(inputs)
-                    with self._autocast():
+                    with self._forward_context():
                         outputs, losses = self.run_step(inputs)
                     events.on_test_summary(inputs, outputs, losses, self.epoch, batch, logs)
         events.on_test_end(logs)
@@ -290,10 +288,18 @@ class EngineTrainer:
         size = n if full is None or batch < full else self.num_steps - full
         return (batch % n) + 1 == size, size
 
-    def _autocast(self):
-        if self.amp_dtype is None:
+    def _forward_context(self, step_now=True):
+        """Autocast when AMP is on; DDP's no_sync inside an accumulation window (DDP decides at
+        forward time whether the next backward all-reduces, so only the forward needs it)."""
+        no_sync = not step_now and self._ddp
+        if self.amp_dtype is None and not no_sync:
             return _NULL_CONTEXT
-        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+        stack = contextlib.ExitStack()
+        if no_sync:
+            stack.enter_context(self.model.no_sync())
+        if self.amp_dtype is not None:
+            stack.enter_context(torch.autocast(device_type=self.device.type, dtype=self.amp_dtype))
+        return stack
 
     def _mover(self):
         if self.device.type == "cpu" and not self.channels_last:
