@@ -64,10 +64,12 @@ def test_the_trainer_calls_set_epoch_by_itself():
     assert not torch.equal(first_batches[0], first_batches[1]) and not torch.equal(first_batches[1], first_batches[2])
 
 
-def test_ddp_weights_equal_one_process_trained_on_both_ranks_batches(tmp_path):
-    """2 ranks x batch 8 under DDP == 1 process stepping on the gradient averaged over both ranks' batches."""
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_ddp_weights_equal_one_process_trained_on_both_ranks_batches(tmp_path, accumulate):
+    """2 ranks x batch 8 under DDP == 1 process stepping on the gradient averaged over both ranks' batches
+    (and, accumulating 2 batches per step, over both ranks' 2 batches)."""
     result = run_python([TINY, "--procs", 2, "--work-dir", tmp_path / "w", "--out", tmp_path / "ddp.pt",
-                         "--epochs", 2, "--plain"])
+                         "--epochs", 2, "--plain", "--accumulate", accumulate])
     assert result.returncode == 0, result.stderr[-3000:]
     ddp = load_result(tmp_path / "ddp.pt")["weights"]
 
@@ -82,12 +84,14 @@ def test_ddp_weights_equal_one_process_trained_on_both_ranks_batches(tmp_path):
         for s in samplers:
             s.set_epoch(epoch)
         orders = [list(s) for s in samplers]
-        for b in range(steps):
-            window = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
+        for first in range(0, steps, accumulate):
             # DDP averages the ranks' gradients, each of a mean over the rank's 8 samples;
-            # BatchNorm normalises each rank's batch on its own, so the halves run separately.
-            loss = sum(nn.functional.cross_entropy(model(dataset.x[o[window]]), dataset.y[o[window]])
-                       for o in orders) / 2
+            # BatchNorm normalises each rank's batch on its own, so batches run separately.
+            loss = 0
+            for b in range(first, first + accumulate):
+                window = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
+                loss = loss + sum(nn.functional.cross_entropy(model(dataset.x[o[window]]), dataset.y[o[window]])
+                                  for o in orders) / (2 * accumulate)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -3,8 +3,11 @@
 It covers what a real job does (sharded loader with random augmentation, dropout, SGD
 with momentum, an LR schedule, loss recorder, checkpoints) in a few seconds on a CPU.
 Faults are injected from the command line: ``--kill-at E:B`` SIGKILLs the process after
-batch B of epoch E, ``--raise-on-rank R`` makes rank R raise, ``--fail-save`` makes the
-next checkpoint write fail half-way. ``--probe-dir D`` makes every rank write, to D,
+batch B of epoch E, ``--raise-on-rank R`` makes rank R raise, ``--hang-on-rank R`` makes
+rank R stop responding, ``--signal-at E:B:NAME`` sends signal NAME to the launcher (as a
+cluster does before pre-empting a job), ``--die-once-at E:B`` SIGKILLs rank 1 the first
+time only (for torchrun restarts), ``--fail-save`` makes the next checkpoint write fail
+half-way. ``--probe-dir D`` makes every rank write, to D,
 the first random numbers it drew and every file it opened for writing under the work dir
 (seen through a Python audit hook).
 
@@ -15,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -50,16 +54,27 @@ class NoisyBlobs(Dataset):
 
 
 class Fault(Callback):
-    def __init__(self, kill_at, raise_on_rank):
+    def __init__(self, cfg):
         super().__init__()
-        self.kill_at, self.raise_on_rank = kill_at, raise_on_rank
+        self.cfg = cfg
 
     def on_batch_end(self, batch, logs):
-        trainer = self.trainer
-        if self.raise_on_rank is not None and trainer.rank == self.raise_on_rank and trainer.iteration == 2:
+        trainer, cfg, here = self.trainer, self.cfg, (self.trainer.epoch, batch)
+        if cfg.raise_on_rank is not None and trainer.rank == cfg.raise_on_rank and trainer.iteration == 2:
             raise ValueError(f"injected failure on rank {trainer.rank}")
-        if self.kill_at == (trainer.epoch, batch):
+        if cfg.hang_on_rank is not None and trainer.rank == cfg.hang_on_rank and trainer.iteration == 2:
+            time.sleep(3600)
+        if cfg.kill_at == here:
             os.kill(os.getpid(), signal.SIGKILL)
+        if cfg.signal_at and cfg.signal_at[:2] == here and trainer.rank == 0:
+            # Under launch's spawn the launcher is the parent; in one process it is this process.
+            launcher = os.getppid() if trainer.world_size > 1 and "TORCHELASTIC_RUN_ID" not in os.environ else os.getpid()
+            os.kill(launcher, getattr(signal, cfg.signal_at[2]))
+        if cfg.die_once_at == here and trainer.rank == trainer.world_size - 1:
+            marker = os.path.join(cfg.work_dir, "died_once")
+            if not os.path.exists(marker):
+                open(marker, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
 
 
 class TinyTrainer(EngineTrainer):
@@ -94,7 +109,7 @@ class TinyTrainer(EngineTrainer):
             LossesRecorder(),
             ModelCheckpoint(moder_dir=os.path.join(cfg.work_dir, "model"), epochs=cfg.num_epochs,
                             indicator="loss", inverse=True, every_n_iters=cfg.every_n_iters),
-            Fault(cfg.kill_at, cfg.raise_on_rank),
+            Fault(cfg),
         ]
 
 
@@ -172,12 +187,19 @@ def parse(argv=None):
     p.add_argument("--every-n-iters", dest="every_n_iters", type=int, default=0)
     p.add_argument("--kill-at", dest="kill_at", type=lambda s: tuple(int(v) for v in s.split(":")), default=None)
     p.add_argument("--raise-on-rank", dest="raise_on_rank", type=int, default=None)
+    p.add_argument("--hang-on-rank", dest="hang_on_rank", type=int, default=None)
+    p.add_argument("--signal-at", dest="signal_at", default=None,
+                   type=lambda s: (int(s.split(":")[0]), int(s.split(":")[1]), s.split(":")[2]))
+    p.add_argument("--die-once-at", dest="die_once_at", type=lambda s: tuple(int(v) for v in s.split(":")),
+                   default=None)
     p.add_argument("--fail-save", dest="fail_save", action="store_true")
     p.add_argument("--timeout", type=float, default=60)
     p.add_argument("--probe-dir", dest="probe_dir", default=None)
     p.add_argument("--plain", action="store_true", help="no dropout, no augmentation, constant lr")
+    p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches")
     cfg = p.parse_args(argv, namespace=Cfg())
     cfg.gpu_id, cfg.progress, cfg.seed = None, False, 7
+    cfg.accumulate_grad_batches = cfg.accumulate
     return cfg
 
 
