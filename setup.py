@@ -23,11 +23,12 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["basetrainer", "basetrainer.*"]),
-    package_data={"basetrainer": ["data/*.csv.gz"]},
+    package_data={"basetrainer": ["data/*.csv.gz", "data/NOTICE"]},
     install_requires=[
         "torch>=2.1",
         "torchvision>=0.16",
         "numpy",
+        "pillow",
         "pyyaml>=5.1",
         "tensorboard>=2.10",
         "tqdm>=4.60",

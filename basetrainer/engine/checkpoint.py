@@ -103,14 +103,15 @@ def strip_prefixes(key: str) -> str:
     return key
 
 
-def load_weights(model: torch.nn.Module, source, strict: bool = False) -> dict:
+def load_weights(model: torch.nn.Module, source, strict: bool = False, name: str = None) -> dict:
     """Loads weights into ``model`` for fine-tuning; returns what was skipped and missing.
 
-    ``source`` is a path or a dict (checkpoint or state_dict). Layers whose shape differs
-    (a new head for another num_classes) are skipped with one warning naming them, unless
-    ``strict``, which refuses any mismatch.
+    ``source`` is a path or a dict (checkpoint or state_dict; ``name`` then says where it
+    came from in messages). Layers whose shape differs (a new head for another
+    num_classes) are skipped with one warning naming them, unless ``strict``, which
+    refuses any mismatch.
     """
-    name = source if isinstance(source, str) else "the given state_dict"
+    name = name or (source if isinstance(source, str) else "the given state_dict")
     state = extract_model_state(load_checkpoint(source) if isinstance(source, str) else source)
     target = unwrap_model(model)
     own = target.state_dict()

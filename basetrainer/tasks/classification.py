@@ -122,7 +122,7 @@ class ClassificationTrainer(EngineTrainer):
         spec = state.get("architecture") if isinstance(state, dict) else None
         if spec:  # a pruned model: narrow the fresh one to its widths first
             apply_architecture_spec(model, _with_own_head(spec, model, cfg.num_classes))
-        report = checkpoint.load_weights(model, state, strict=cfg.strict)
+        report = checkpoint.load_weights(model, state, strict=cfg.strict, name=path)
         kept = f"; fresh weights for {', '.join(report['skipped'])}" if report["skipped"] else ""
         self.logger.info("finetune: loaded %s%s", path, kept)
 
