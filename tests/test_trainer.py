@@ -191,6 +191,15 @@ def test_bf16_autocast_runs_on_cpu():
     assert logs["epoch"] == 0
 
 
+@pytest.mark.slow
+def test_compile_trains_to_the_same_weights_as_eager():
+    eager = ToyTrainer(toy_cfg(num_epochs=1))
+    compiled = ToyTrainer(toy_cfg(num_epochs=1, compile=True))
+    eager.run()
+    compiled.run()
+    assert_same_weights(weights(eager), weights(compiled), atol=1e-5)
+
+
 def test_an_unknown_amp_value_is_a_config_error():
     with pytest.raises(ConfigError, match="amp: 'fp8' is not one of none, bf16, fp16"):
         ToyTrainer(toy_cfg(amp="fp8"))

@@ -197,8 +197,10 @@ def parse(argv=None):
     p.add_argument("--probe-dir", dest="probe_dir", default=None)
     p.add_argument("--plain", action="store_true", help="no dropout, no augmentation, constant lr")
     p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches")
+    p.add_argument("--gpu", action="store_true", help="train on GPUs 0..procs-1 (NCCL) instead of the CPU")
     cfg = p.parse_args(argv, namespace=Cfg())
-    cfg.gpu_id, cfg.progress, cfg.seed = None, False, 7
+    cfg.gpu_id = list(range(cfg.procs)) if cfg.gpu else None
+    cfg.progress, cfg.seed = False, 7
     cfg.accumulate_grad_batches = cfg.accumulate
     return cfg
 
