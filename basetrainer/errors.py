@@ -38,3 +38,18 @@ class TrainingInterrupted(BaseTrainerError):
     """A stop signal arrived; the state was saved and the run can be resumed."""
 
     exit_code = 75  # EX_TEMPFAIL: try again later, with resume: auto
+
+
+def one_line(error: BaseException) -> str:
+    """The error's message on one line.
+
+    An error raised in a DataLoader worker comes back with the worker's traceback in its
+    message; this returns the original message instead (keeping a ``rank N:`` prefix).
+    """
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else type(error).__name__
+    prefix = f"{type(error).__module__}.{type(error).__name__}: "
+    original = [line[len(prefix):] for line in lines if line.startswith(prefix)]
+    rank = lines[0].split(":", 1)[0] + ": " if lines[0].startswith("rank ") else ""
+    return rank + original[-1] if original else " ".join(line.strip() for line in lines)

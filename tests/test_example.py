@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 
 from basetrainer.config import load_config
-from basetrainer.errors import ConfigError, DataError
+from basetrainer.errors import ConfigError, DataError, one_line
 from basetrainer.tasks import classification
 from conftest import run_python
 
@@ -196,10 +196,10 @@ def test_errors_reraised_by_loader_workers_and_launch_print_their_original_line(
     with pytest.raises(DataError) as reraised:
         wrapped.reraise()
     assert "\n" in str(reraised.value)
-    assert classification.one_line(reraised.value) == (
+    assert one_line(reraised.value) == (
         "train_data: cannot read image a/b.png (truncated); fix or remove the file")
     from_rank = DataError(f"rank 1: {reraised.value}")
-    assert classification.one_line(from_rank).startswith("rank 1: train_data: cannot read image a/b.png")
+    assert one_line(from_rank).startswith("rank 1: train_data: cannot read image a/b.png")
 
 
 def test_default_data_folders_are_filled_with_the_digits_when_missing(tmp_path, monkeypatch):

@@ -30,7 +30,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from .. import errors
-from ..errors import BaseTrainerError, LaunchError
+from ..errors import BaseTrainerError, LaunchError, one_line
 from . import comm
 
 logger = logging.getLogger("basetrainer")
@@ -54,7 +54,7 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
     except BaseTrainerError as e:
         if not _called_from_main_script():
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         sys.exit(e.exit_code)
 
 
@@ -279,7 +279,8 @@ def _worker_error(failed, processes, still_running, reports, first_rank, timeout
     _, rank, type_name, message, trace = min(reports)
     error_type = getattr(errors, type_name, None)
     if isinstance(error_type, type) and issubclass(error_type, BaseTrainerError):
-        return error_type(f"rank {rank}: {message}" if not message.startswith("rank ") else message)
+        message = one_line(error_type(message))
+        return error_type(message if message.startswith("rank ") else f"rank {rank}: {message}")
     if "timed out" in message.lower() or "timeout" in type_name.lower():
         silent = [first_rank + i for i in still_running]
         who = f"rank(s) {silent} stopped responding" if silent else "another rank stopped responding"

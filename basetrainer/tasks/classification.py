@@ -37,7 +37,7 @@ from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefol
 from ..engine import checkpoint
 from ..engine.launch import launch
 from ..engine.trainer import EngineTrainer
-from ..errors import BaseTrainerError, ConfigError
+from ..errors import BaseTrainerError, ConfigError, one_line
 from ..metric.accuracy_recorder import AccuracyRecorder
 from ..models.build_models import get_models
 from ..optimizer.build_optimizer import get_optimizer
@@ -316,14 +316,3 @@ def main(argv=None, prog=None):
     except BaseTrainerError as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         sys.exit(error.exit_code)
-
-
-def one_line(error):
-    """The error's message on one line; for an error re-raised by a DataLoader worker, the original message."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    if len(lines) <= 1:
-        return lines[0] if lines else type(error).__name__
-    prefix = f"{type(error).__module__}.{type(error).__name__}: "
-    original = [line[len(prefix):] for line in lines if line.startswith(prefix)]
-    rank = lines[0].split(":", 1)[0] + ": " if lines[0].startswith("rank ") else ""
-    return rank + original[-1] if original else " ".join(line.strip() for line in lines)
