@@ -2,6 +2,7 @@
 import weakref
 
 from ..engine import comm
+from ..engine.batch import total_loss
 
 # Callbacks run in ascending priority; equal priorities keep the order of build_callbacks.
 HIGHEST = 0
@@ -53,7 +54,7 @@ class Callback:
 
     ``inputs`` are the batch as the loader gave it, moved to the device; ``outputs`` and
     ``losses`` are what ``run_step`` returned (``losses``: a tensor, a list or a dict of
-    tensors). Values in ``logs["train"]`` and ``logs["test"]`` are plain floats averaged
+    tensors); ``trainer.loss`` is their sum, detached (see :func:`batch_loss`). Values in ``logs["train"]`` and ``logs["test"]`` are plain floats averaged
     over the epoch and over all ranks. ``logs`` is created afresh for every run.
 
     Callbacks run on every rank, so a callback may use collectives (all ranks reach the
@@ -179,6 +180,15 @@ class CallbackList:
     def on_train_end(self, logs):
         for fn in self._on_train_end:
             fn(logs)
+
+
+def batch_loss(callback: Callback, losses):
+    """The batch's total loss, detached: the trainer's copy when the callback is attached
+    (one detach per batch for all callbacks), else computed from ``losses``."""
+    trainer = callback.trainer
+    if trainer is not None and trainer.loss is not None:
+        return trainer.loss
+    return total_loss(losses).detach()
 
 
 def _overrides(callback, event: str) -> bool:

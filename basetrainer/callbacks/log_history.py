@@ -10,10 +10,10 @@ import time
 import torch
 
 from ..engine import comm
-from ..engine.batch import batch_size, total_loss
+from ..engine.batch import batch_size
 from ..metric.meters import _reduce_on_backend_device
 from ..utils.file_utils import write_text_atomic
-from .callbacks import LOW, Callback
+from .callbacks import LOW, Callback, batch_loss
 
 
 class LogHistory(Callback):
@@ -109,7 +109,7 @@ class LogHistory(Callback):
         self._data_seconds += time.perf_counter() - self._last_batch_end
 
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self._losses.append(total_loss(losses).detach())
+        self._losses.append(batch_loss(self, losses))
         self._samples += batch_size(inputs)
 
     def on_batch_end(self, batch, logs):

@@ -1,7 +1,7 @@
 """The mean loss of each epoch, for training and evaluation."""
-from ..engine.batch import batch_size, total_loss
+from ..engine.batch import batch_size
 from ..metric.meters import MeanMeter
-from .callbacks import HIGH, Callback
+from .callbacks import HIGH, Callback, batch_loss
 
 
 class LossesRecorder(Callback):
@@ -21,13 +21,13 @@ class LossesRecorder(Callback):
         self.test_meter = MeanMeter()
 
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self.train_meter.update(total_loss(losses), batch_size(inputs))
+        self.train_meter.update(batch_loss(self, losses), batch_size(inputs))
 
     def on_test_begin(self, logs):
         self.test_meter.reset()
 
     def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self.test_meter.update(total_loss(losses), batch_size(inputs))
+        self.test_meter.update(batch_loss(self, losses), batch_size(inputs))
 
     def on_test_end(self, logs):
         _publish(self, self.test_meter, "test", logs)

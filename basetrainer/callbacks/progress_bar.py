@@ -5,9 +5,9 @@ import torch
 from tqdm.auto import tqdm
 
 from ..engine import comm
-from ..engine.batch import batch_size, total_loss
+from ..engine.batch import batch_size, stack_scalars
 from ..metric.meters import _reduce_on_backend_device
-from .callbacks import LOW, Callback
+from .callbacks import LOW, Callback, batch_loss
 
 
 class ProgressBar(Callback):
@@ -42,7 +42,7 @@ class ProgressBar(Callback):
         self._samples, self._started = 0, time.perf_counter()
 
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self._losses.append(total_loss(losses).detach())
+        self._losses.append(batch_loss(self, losses))
         self._samples += batch_size(inputs)
 
     def on_batch_end(self, batch, logs):
@@ -51,7 +51,7 @@ class ProgressBar(Callback):
             self._refresh(logs)
 
     def _refresh(self, logs):
-        window = torch.stack([v.float().reshape(()) for v in self._losses]).sum()
+        window = stack_scalars(self._losses).float().sum()
         self._loss_sum = window if self._loss_sum is None else self._loss_sum + window
         self._count += len(self._losses)
         self._losses = []

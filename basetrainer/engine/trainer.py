@@ -79,6 +79,7 @@ class EngineTrainer:
         self.epoch = self.start_epoch = self.batch = 0
         self.iteration = 0  # optimizer steps taken since the start of training
         self.skipped_steps = 0
+        self.loss = None  # the current batch's total loss, detached
         self.stop_training = False
         self.accumulating = False  # gradients of some batches wait for the next optimizer step
         self.start_batch = 0  # the batch the next epoch starts at (> 0 after a mid-epoch resume)
@@ -209,7 +210,8 @@ class EngineTrainer:
         with self._forward_context(step_now):
             outputs, losses = self.run_step(inputs)
         loss = total_loss(losses)
-        self._loss_window.append(loss.detach())
+        self.loss = loss.detach()  # callbacks read this rather than each detaching the loss again
+        self._loss_window.append(self.loss)
         if divisor > 1:
             loss = loss / divisor
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
@@ -266,6 +268,7 @@ class EngineTrainer:
                     inputs = move(inputs)
                     with self._forward_context():
                         outputs, losses = self.run_step(inputs)
+                    self.loss = total_loss(losses)
                     events.on_test_summary(inputs, outputs, losses, self.epoch, batch, logs)
         events.on_test_end(logs)
 

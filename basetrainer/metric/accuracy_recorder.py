@@ -135,7 +135,7 @@ class ClassificationTally:
         self.topk_hits = None  # int64, one count per k in topk
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        self._pending.append((logits.detach(), targets.detach()))
+        self._pending.append((logits.detach(), targets))  # integer targets carry no graph
         if len(self._pending) >= self.fold_every:
             self.fold()
 

@@ -23,7 +23,7 @@ class MeanMeter:
         self.count = 0
 
     def update(self, value: torch.Tensor, weight: int = 1) -> None:
-        self._values.append(value.detach())
+        self._values.append(value if not value.requires_grad else value.detach())
         self._weights.append(weight)
         self.count += weight
         if len(self._values) >= self.fold_every:
