@@ -1,8 +1,6 @@
 """Several processes (2 gloo workers on the CPU): results that are correct, not only runs that finish."""
 import json
 import os
-import socket
-import time
 
 import pytest
 import torch
@@ -129,15 +127,6 @@ def test_ranks_draw_different_random_numbers_reproducibly(two_process_run, tmp_p
     assert again == first
 
 
-def test_a_worker_that_raises_makes_launch_exit_nonzero_within_seconds(tiny, tmp_path):
-    started = time.monotonic()
-    result = tiny("--procs", 2, "--work-dir", tmp_path, "--raise-on-rank", 1, "--epochs", 50, check=False)
-    assert result.returncode == 1
-    assert "worker rank 1 failed with ValueError: injected failure on rank 1" in result.stderr
-    assert "Traceback" in result.stderr  # the worker's own traceback reaches the user
-    assert time.monotonic() - started < 60
-
-
 def test_the_torchrun_path_trains_to_the_same_weights_as_the_spawn_path(two_process_run, tmp_path):
     result = run_python(["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", free_port(),
                          TINY, "--work-dir", tmp_path / "w", "--out", tmp_path / "w.pt", "--epochs", 2])
@@ -162,18 +151,6 @@ def test_two_machines_on_loopback_train_like_one_machine_with_as_many_processes(
     assert [m.returncode for m in machines] == [0, 0], outputs
     spawned = load_result(two_process_run / "w.pt")["weights"]
     assert same_weights(load_result(tmp_path / "w.pt")["weights"], spawned)
-
-
-def test_a_busy_fixed_port_is_a_one_line_error(tiny, tmp_path):
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        result = tiny("--procs", 2, "--work-dir", tmp_path, "--dist-url", f"tcp://127.0.0.1:{port}", check=False)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        f"error: port {port} on 127.0.0.1 is already in use (another job?): pass dist_url='auto' or choose a free port")
-    assert "Traceback" not in result.stderr
 
 
 def test_more_gpus_than_present_is_a_clear_error(monkeypatch):

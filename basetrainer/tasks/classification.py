@@ -43,6 +43,7 @@ from ..models.build_models import get_models
 from ..optimizer.build_optimizer import get_optimizer
 from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
 from ..scheduler.build_scheduler import get_scheduler
+from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
 
 DIGITS_ROOT = os.path.join("data", "digits")
@@ -66,8 +67,8 @@ class ClassificationTrainer(EngineTrainer):
         self.model_dir = os.path.join(cfg.work_dir, "model")
         self.log_dir = os.path.join(cfg.work_dir, "log")
         if self.is_main_process:
-            os.makedirs(self.model_dir, exist_ok=True)
-            os.makedirs(self.log_dir, exist_ok=True)
+            create_dir(self.model_dir)
+            create_dir(self.log_dir)
         self.logger = set_logger(level="info", logfile=os.path.join(self.log_dir, "train.log"),
                                  is_main_process=self.is_main_process)
         self.build(cfg)
@@ -246,7 +247,7 @@ def get_parser(prog=None):
     loop.add_argument("--clip_grad_norm", type=float, default=0.0, help="clip the gradient norm (0: off)")
     loop.add_argument("--channels_last", action="store_true", help="channels-last memory format")
     loop.add_argument("--compile", action="store_true", help="torch.compile the model")
-    parser.set_defaults(nonfinite_loss="raise", sync_bn=False)
+    parser.set_defaults(nonfinite_loss="raise", nonfinite_check_every=50, stop_check_every=10, sync_bn=False)
 
     runtime = parser.add_argument_group("runtime")
     runtime.add_argument("--gpu_id", nargs="+", type=int, default=[0],
