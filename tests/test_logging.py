@@ -39,10 +39,10 @@ def test_returns_the_basetrainer_logger_that_does_not_propagate(tmp_path):
 
 def test_calling_twice_does_not_duplicate_handlers_or_lines(tmp_path):
     logfile = tmp_path / "log.txt"
-    set_logger("info", str(logfile))
+    once = list(set_logger("info", str(logfile)).handlers)
     logger = set_logger("info", str(logfile))
     logger.info("once")
-    assert len(logger.handlers) == 2
+    assert len(logger.handlers) == len(once)  # (other tests' capture handlers may be there too)
     assert logfile.read_text().count("once") == 1
 
 
