@@ -31,7 +31,7 @@ import torch.multiprocessing as mp
 
 from .. import errors
 from ..errors import BaseTrainerError, LaunchError, one_line
-from . import comm
+from . import comm, signals
 
 logger = logging.getLogger("basetrainer")
 
@@ -188,7 +188,7 @@ def _spawn(main_func, args, nprocs, world_size, machine_rank, dist_url, backend,
     ]
     for p in processes:
         p.start()
-    with _forwarding_stop_signals(processes):
+    with signals.forwarding_to(processes):  # the workers save and stop
         try:
             failed, still_running = _wait_for_first_failure(processes)
         finally:
@@ -221,32 +221,6 @@ def _stop(processes):
         if p.is_alive():
             p.kill()
             p.join()
-
-
-class _forwarding_stop_signals:
-    """Passes SIGTERM/SIGUSR1 sent to the launcher on to the workers, which save and stop."""
-
-    def __init__(self, processes):
-        self.processes, self.previous = processes, {}
-
-    def __enter__(self):
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            for name in ("SIGTERM", "SIGUSR1"):
-                if hasattr(signal, name):
-                    signum = getattr(signal, name)
-                    self.previous[signum] = signal.signal(signum, self._forward)
-        return self
-
-    def _forward(self, signum, frame):
-        for p in self.processes:
-            if p.is_alive():
-                os.kill(p.pid, signum)
-
-    def __exit__(self, *exc):
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
 
 
 def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout):

@@ -26,7 +26,7 @@ from .. import __version__
 from ..callbacks.callbacks import CallbackList
 from ..config import to_plain
 from ..errors import CheckpointError, ConfigError, DataError, NonFiniteLossError, TrainingInterrupted
-from . import checkpoint, comm, data
+from . import checkpoint, comm, data, signals
 from .batch import move_to_device, stack_scalars, total_loss
 from .parallel import build_model_parallel, is_ddp, unwrap_model
 
@@ -35,7 +35,6 @@ logger = logging.getLogger("basetrainer")
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 _AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                 "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
-_STOP_SIGNALS = ("SIGTERM", "SIGUSR1")
 _NULL_CONTEXT = contextlib.nullcontext()  # reusable: saves building one per step
 
 
@@ -165,7 +164,7 @@ class EngineTrainer:
         logs["lr"] = self.optimizer.param_groups[0]["lr"]
         logs["epoch"] = self.start_epoch
         self.stop_training = False
-        with self._stop_signals():
+        with signals.handling(self._on_stop_signal):
             events.on_train_begin(logs)
             for epoch in range(self.start_epoch, self.num_epochs):
                 if self.stop_training:  # set before this epoch, e.g. restored by a resumed EarlyStopping
@@ -346,26 +345,8 @@ class EngineTrainer:
         return [ProgressBar()]
 
     # ------------------------------------------------------------------ stop signals
-    @contextlib.contextmanager
-    def _stop_signals(self):
-        """While training, SIGTERM and SIGUSR1 ask for a clean stop: save ``last.pth``, exit 75."""
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {}
-        for name in _STOP_SIGNALS:
-            if hasattr(signal, name):
-                signum = getattr(signal, name)
-                previous[signum] = signal.signal(signum, self._on_stop_signal)
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
     def _on_stop_signal(self, signum, frame):
+        """SIGTERM/SIGUSR1 during training ask for a clean stop: save ``last.pth``, exit 75."""
         self._stop_signal = signum
         self._watch_stop = True
 
