@@ -1,3 +1,4 @@
+import logging
 import os
 import socket
 import subprocess
@@ -34,6 +35,30 @@ def tiny():
         return result
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def restore_basetrainer_logger():
+    """Runs in this process configure the process-wide "basetrainer" logger: put it back for the next test."""
+    logger = logging.getLogger("basetrainer")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    for handler in logger.handlers:
+        if handler not in saved[0]:
+            handler.close()
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@pytest.fixture(scope="session")
+def uninterrupted(tmp_path_factory):
+    """Reference runs of tests/workers/tiny.py that never fail, in 1 and 2 processes, checkpointing every 2 steps:
+    ``<root>/p1.pt`` and ``<root>/p2.pt``."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    for procs in (1, 2):
+        result = run_python([TINY, "--procs", procs, "--work-dir", root / f"p{procs}", "--out", root / f"p{procs}.pt",
+                             "--every-n-iters", 2])
+        assert result.returncode == 0, result.stderr[-3000:]
+    return root
 
 
 def load_result(path):

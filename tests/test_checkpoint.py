@@ -14,19 +14,6 @@ from conftest import load_result, same_weights
 from toy import ToyTrainer, toy_cfg
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    """Reference runs that never fail: one process and two processes, checkpointing every 2 steps."""
-    from conftest import TINY, run_python
-
-    root = tmp_path_factory.mktemp("uninterrupted")
-    for procs in (1, 2):
-        result = run_python([TINY, "--procs", procs, "--work-dir", root / f"p{procs}", "--out", root / f"p{procs}.pt",
-                             "--every-n-iters", 2])
-        assert result.returncode == 0, result.stderr[-3000:]
-    return root
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("procs, kill_at", [(1, "1:7"), (2, "1:3")])
 def test_resume_after_sigkill_mid_epoch_ends_bit_for_bit_like_an_uninterrupted_run(tiny, tmp_path, uninterrupted,

@@ -1,5 +1,4 @@
 """The ``basetrainer`` command: --version, and ``train`` running the classification pipeline with its flags."""
-import logging
 import os
 import shutil
 import subprocess
@@ -10,17 +9,6 @@ from PIL import Image
 import basetrainer
 from basetrainer import cli
 from conftest import run_python
-
-
-@pytest.fixture(autouse=True)
-def restore_basetrainer_logger():
-    logger = logging.getLogger("basetrainer")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    for handler in logger.handlers:
-        if handler not in saved[0]:
-            handler.close()
-    logger.handlers[:], logger.level, logger.propagate = saved
 
 
 def test_version_flag_prints_the_version():

@@ -27,18 +27,6 @@ CONFIG = os.path.join(ROOT, "configs", "config.yaml")
 CLASSES = ("cat", "dog", "fox")
 
 
-@pytest.fixture(autouse=True)
-def restore_basetrainer_logger():
-    """Runs in this process configure the "basetrainer" logger: put it back for the other tests."""
-    logger = logging.getLogger("basetrainer")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    for handler in logger.handlers:
-        if handler not in saved[0]:
-            handler.close()
-    logger.handlers[:], logger.level, logger.propagate = saved
-
-
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
     """3 classes x 12 training and 4 test images of 16x16, each class tinted by one channel."""

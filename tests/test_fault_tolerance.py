@@ -234,16 +234,6 @@ def test_out_of_disk_while_saving_keeps_the_previous_checkpoint(tiny, tmp_path):
 
 
 # ---------------------------------------------------------------------- pre-emption, restarts, hangs
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ref")
-    for procs in (1, 2):
-        result = run_python([TINY, "--procs", procs, "--work-dir", root / f"p{procs}", "--out", root / f"p{procs}.pt",
-                             "--every-n-iters", 2])
-        assert result.returncode == 0, result.stderr[-3000:]
-    return root
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("procs, at", [(1, "1:5:SIGTERM"), (2, "1:2:SIGUSR1")])
 def test_a_stop_signal_saves_last_pth_exits_75_and_resume_continues_exactly(tiny, tmp_path, uninterrupted, procs, at):

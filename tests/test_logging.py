@@ -8,18 +8,6 @@ from basetrainer.utils import plots
 from basetrainer.utils.log import get_logger, set_logger
 
 
-@pytest.fixture(autouse=True)
-def restore_basetrainer_logger():
-    """set_logger changes the process-wide "basetrainer" logger: put it back for the other tests."""
-    logger = logging.getLogger("basetrainer")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    for handler in logger.handlers:
-        if handler not in saved[0]:
-            handler.close()
-    logger.handlers[:], logger.level, logger.propagate = saved
-
-
 def test_main_process_logs_to_file_and_console(tmp_path, capsys):
     logfile = tmp_path / "log.txt"
     logger = set_logger("info", str(logfile))
