@@ -37,7 +37,6 @@ setup(
     entry_points={"console_scripts": ["basetrainer=basetrainer.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
-        "License :: OSI Approved :: Apache Software License",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
 )
