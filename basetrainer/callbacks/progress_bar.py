@@ -20,7 +20,7 @@ class ProgressBar(Callback):
 
     priority = LOW
 
-    def __init__(self, refresh_every: int = 20):
+    def __init__(self, refresh_every: int = 50):
         super().__init__()
         self.refresh_every = refresh_every
         self._bar = None

@@ -40,8 +40,11 @@ def total_loss(losses) -> torch.Tensor:
 
 def batch_size(inputs) -> int:
     """Number of samples in a batch: the first dimension of its first tensor (0 if none)."""
+    first = inputs[0] if isinstance(inputs, (tuple, list)) and inputs else inputs
+    if isinstance(first, torch.Tensor) and first.dim():  # the usual (inputs, targets) batch, in one step
+        return first.shape[0]
     if isinstance(inputs, torch.Tensor):
-        return inputs.shape[0] if inputs.dim() else 1
+        return 1
     if isinstance(inputs, dict):
         inputs = list(inputs.values())
     if isinstance(inputs, (list, tuple)):
