@@ -68,6 +68,15 @@ def test_training_curves_png_has_a_panel_per_indicator(tmp_path):
             for e in range(3)]
     path = plots.plot_training_curves(rows, str(tmp_path / "curves.png"))
     assert path and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    titles = [ax.get_title() for ax in plots.training_curves_figure(rows).axes if ax.get_visible()]
+    assert titles == ["loss", "Acc", "lr"]
+
+
+def test_a_curve_spanning_decades_is_drawn_on_a_log_scale_but_the_lr_never():
+    rows = [{"epoch": e, "lr": 0.1 * 0.01 ** e, "train_loss": 300.0 / 10 ** e, "train_Acc": 50.0 + e}
+            for e in range(4)]
+    scales = {ax.get_title(): ax.get_yscale() for ax in plots.training_curves_figure(rows).axes}
+    assert scales == {"loss": "log", "Acc": "linear", "lr": "linear"}
 
 
 def test_without_matplotlib_pictures_are_skipped_with_one_message(tmp_path, monkeypatch, caplog):

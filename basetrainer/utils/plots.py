@@ -22,8 +22,17 @@ def plot_training_curves(rows, path):
     value leaves a gap. Returns ``path``, or None when matplotlib is missing or there is
     nothing to draw.
     """
-    if not rows:
+    if not rows or _figure_class(path) is None:
         return None
+    return _save(training_curves_figure(rows), path)
+
+
+def training_curves_figure(rows):
+    """The figure behind :func:`plot_training_curves` (matplotlib must be installed).
+
+    A panel whose values span more than two powers of ten has a log scale (the LR's
+    aside), so that a large first-epoch loss does not flatten the rest.
+    """
     indicators = []
     for row in rows:
         for key in row:
@@ -31,9 +40,7 @@ def plot_training_curves(rows, path):
                 if key.startswith(phase) and key[len(phase):] not in indicators:
                     indicators.append(key[len(phase):])
     panels = indicators + ["lr"]
-    Figure = _figure_class(path)
-    if Figure is None:
-        return None
+    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     columns = min(3, len(panels))
@@ -53,12 +60,14 @@ def plot_training_curves(rows, path):
         ax.set_title(name)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if name != "lr" and _spans_decades(ax):  # e.g. a first-epoch loss 1000x the last flattens the rest
+            ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
         if name != "lr" and ax.lines:
             ax.legend()
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    return _save(figure, path)
+    return figure
 
 
 def plot_confusion_matrix(matrix, path, target_names=None, title="confusion matrix"):
@@ -120,3 +129,10 @@ def _number(value) -> float:
         return float(value)
     except (TypeError, ValueError):
         return float("nan")
+
+
+def _spans_decades(ax, decades=2) -> bool:
+    """Whether the positive values plotted on ``ax`` span more than ``decades`` powers of ten."""
+    values = [v for line in ax.lines for v in line.get_ydata() if v == v and v > 0]
+    return bool(values) and all(v > 0 for line in ax.lines for v in line.get_ydata() if v == v) \
+        and max(values) / min(values) > 10 ** decades
