@@ -277,12 +277,16 @@ def _wrong_type(name, expected, value, where):
 def add_override_arguments(parser):
     """Let ``parser`` take any config key: ``key=value ...`` at the end, or ``--opts key=value ...``.
 
-    Both land in ``args.opts``, which ``parser_config`` applies last. Returns ``parser``.
+    They land in ``args.opts`` and ``args.overrides``, which ``parser_config`` applies last.
+    Returns ``parser``.
     """
     help_text = "set any config key, e.g. lr=0.01 optim.momentum=0.9 milestones=[30,60]"
     parser.add_argument("--opts", nargs="*", action="extend", default=[], metavar="KEY=VALUE", help=help_text)
-    parser.add_argument("opts", nargs="*", action="extend", default=[], metavar="KEY=VALUE", help=help_text)
+    parser.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE", help=help_text)
     return parser
+
+
+_OVERRIDE_DESTS = ("opts", "overrides")
 
 
 def parser_config(args, cfg_updata=True, *, parser=None, strict=False, known=None, argv=None):
@@ -321,10 +325,14 @@ def parser_config(args, cfg_updata=True, *, parser=None, strict=False, known=Non
         cfg.setdefault(key, value)
     cfg.config_file = config_file
 
-    if "opts" in values:
-        cfg.pop("opts")
-        opts = values["opts"] or []
-        for key, value in map(_parse_override, [opts] if isinstance(opts, str) else opts):
+    overrides = []
+    for dest in _OVERRIDE_DESTS:
+        if dest in values:
+            cfg.pop(dest)
+            given = values[dest] or []
+            overrides += [given] if isinstance(given, str) else list(given)
+    if overrides:
+        for key, value in map(_parse_override, overrides):
             if strict:
                 check_config(_nested(key, value), reference, source="from --opts")
             _set_dotted(cfg, key, value)

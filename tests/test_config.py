@@ -270,7 +270,8 @@ def test_opts_flag_and_bare_overrides_both_apply(monkeypatch):
 
 
 def test_opts_is_not_left_in_the_config(monkeypatch):
-    assert "opts" not in resolve(monkeypatch, ["lr=0.3"])
+    cfg = resolve(monkeypatch, ["lr=0.3", "--opts", "seed=1"])
+    assert "opts" not in cfg and "overrides" not in cfg
 
 
 def test_override_without_an_equals_sign_is_a_config_error():

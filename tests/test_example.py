@@ -100,7 +100,7 @@ def write_yaml(folder, text):
 
 def test_config_yaml_mirrors_the_parser_defaults():
     defaults = vars(classification.get_parser().parse_args([]))
-    for key in ("config_file", "opts"):
+    for key in ("config_file", "opts", "overrides"):
         defaults.pop(key)
     shipped = load_config(CONFIG)
     assert shipped == defaults
@@ -129,6 +129,11 @@ def test_key_value_override_beats_flag_and_yaml(tmp_path):
 def test_list_flags_take_opts_after_them():
     cfg = parse("--gpu_id", "0", "1", "--opts", "input_size=[24,24]", "amp=bf16")
     assert (cfg.gpu_id, cfg.input_size, cfg.amp) == ([0, 1], [24, 24], "bf16")
+
+
+def test_overrides_may_come_before_between_and_after_flags():
+    cfg = parse("lr=0.01", "--num_epochs", "3", "seed=5", "--no-progress", "amp=bf16")
+    assert (cfg.lr, cfg.num_epochs, cfg.seed, cfg.progress, cfg.amp) == (0.01, 3, 5, False, "bf16")
 
 
 def test_amp_flag_takes_no_value_so_overrides_may_follow():

@@ -280,7 +280,9 @@ def parse_config(argv=None, prog=None):
     """The config for ``argv`` (default ``sys.argv[1:]``), checked strictly (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = get_parser(prog)
-    cfg = parser_config(parser.parse_args(argv), parser=parser, strict=True, argv=argv, known=FREE_TYPED_KEYS)
+    # Intermixed: key=value overrides may come before, between or after the flags.
+    cfg = parser_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
+                        known=FREE_TYPED_KEYS)
     if len(cfg.input_size) != 2:
         raise ConfigError(f"input_size expects [width, height], got {cfg.input_size}")
     return cfg
