@@ -141,6 +141,10 @@ class CallbackList:
             handlers = [getattr(cb, event) for cb in self.callbacks if _overrides(cb, event)]
             setattr(self, "_" + event, handlers)
 
+    def handlers(self, *events):
+        """The bound methods that handle each of ``events``, for a loop to call directly."""
+        return tuple(getattr(self, "_" + event) for event in events)
+
     def on_train_begin(self, logs):
         for fn in self._on_train_begin:
             fn(logs)

@@ -180,7 +180,9 @@ class EngineTrainer:
         return logs
 
     def train_epoch(self, logs):
-        events, move, param_groups = self._events, self._mover(), self.optimizer.param_groups
+        # The handlers of the per-batch events, looked up once: an event no callback uses costs nothing.
+        batch_begin, summary, batch_end = self._events.handlers("on_batch_begin", "on_train_summary", "on_batch_end")
+        move, param_groups = self._mover(), self.optimizer.param_groups
         self.model.train()
         batches = data.iterate_from(self.train_loader, self.epoch, self.start_batch)
         if self._pending_rng is not None:  # after positioning the loader, so skipped batches don't count
@@ -189,12 +191,16 @@ class EngineTrainer:
         self._loss_window = []
         for batch, inputs in enumerate(batches, start=self.start_batch):
             self.batch = batch
-            events.on_batch_begin(batch, logs)
-            inputs = move(inputs)
+            for fn in batch_begin:
+                fn(batch, logs)
+            if move is not None:
+                inputs = move(inputs)
             outputs, losses = self.train_step(inputs)
             logs["lr"] = param_groups[0]["lr"]
-            events.on_train_summary(inputs, outputs, losses, self.epoch, batch, logs)
-            events.on_batch_end(batch, logs)
+            for fn in summary:
+                fn(inputs, outputs, losses, self.epoch, batch, logs)
+            for fn in batch_end:
+                fn(batch, logs)
             if self._watch_stop and self._stop_requested(batch):
                 self.preempt()
             if self.stop_training:
@@ -206,8 +212,11 @@ class EngineTrainer:
         """One batch: forward and loss under autocast, backward, and the optimizer step
         at the end of each accumulation window. Returns ``run_step``'s ``(outputs, losses)``."""
         step_now, divisor = self._accumulation_window(self.batch) if self.accumulate_grad_batches > 1 else (True, 1)
-        with self._forward_context(step_now):
+        if self.amp_dtype is None and (step_now or not self._ddp):
             outputs, losses = self.run_step(inputs)
+        else:
+            with self._forward_context(step_now):
+                outputs, losses = self.run_step(inputs)
         loss = total_loss(losses)
         self.loss = loss.detach()  # callbacks read this rather than each detaching the loss again
         self._loss_window.append(self.loss)
@@ -264,7 +273,8 @@ class EngineTrainer:
             self.model.eval()
             with torch.no_grad():
                 for batch, inputs in enumerate(self.test_loader):
-                    inputs = move(inputs)
+                    if move is not None:
+                        inputs = move(inputs)
                     with self._forward_context():
                         outputs, losses = self.run_step(inputs)
                     self.loss = total_loss(losses)
@@ -294,8 +304,6 @@ class EngineTrainer:
         """Autocast when AMP is on; DDP's no_sync inside an accumulation window (DDP decides at
         forward time whether the next backward all-reduces, so only the forward needs it)."""
         no_sync = not step_now and self._ddp
-        if self.amp_dtype is None and not no_sync:
-            return _NULL_CONTEXT
         stack = contextlib.ExitStack()
         if no_sync:
             stack.enter_context(self.model.no_sync())
@@ -304,8 +312,9 @@ class EngineTrainer:
         return stack
 
     def _mover(self):
+        """What moves a batch to the device, or None when it is there already (the CPU)."""
         if self.device.type == "cpu" and not self.channels_last:
-            return _identity
+            return None
         device, channels_last = self.device, self.channels_last
         return lambda batch: move_to_device(batch, device, channels_last)
 
@@ -464,10 +473,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def _identity(x):
-    return x
 
 
 def _option(cfg, key, default):
