@@ -195,6 +195,18 @@ def batch_loss(callback: Callback, losses):
     return total_loss(losses).detach()
 
 
+def phase_reduction(callback: Callback, phase: str):
+    """How a recorder publishes ``phase``: None when the trainer has no loader for it (nothing
+    to publish), else whether its values must be summed over ranks. Every rank gets the same
+    answer, so all take part in the same reductions. Without a trainer: False (one process)."""
+    trainer = callback.trainer
+    if trainer is None:
+        return False
+    if trainer.loader(phase) is None:
+        return None
+    return trainer.is_sharded(phase)
+
+
 def _overrides(callback, event: str) -> bool:
     """True when ``callback`` does something at ``event`` (duck-typed callbacks count too)."""
     method = getattr(type(callback), event, None)

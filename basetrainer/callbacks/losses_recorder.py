@@ -1,7 +1,7 @@
 """The mean loss of each epoch, for training and evaluation."""
 from ..engine.batch import batch_size
 from ..metric.meters import MeanMeter
-from .callbacks import HIGH, Callback, batch_loss
+from .callbacks import HIGH, Callback, batch_loss, phase_reduction
 
 
 class LossesRecorder(Callback):
@@ -47,15 +47,9 @@ class LossesRecorder(Callback):
 
 def _publish(recorder, meter, phase, logs):
     """Writes the meter's mean into ``logs[phase]``; every rank takes part in the reduction."""
-    trainer = recorder.trainer
-    if trainer is not None:
-        loader = trainer.train_loader if phase == "train" else trainer.test_loader
-        if loader is None:
-            return
-        value = meter.compute(reduce=trainer.is_sharded(phase))
-    elif meter.count:
-        value = meter.compute()
-    else:
+    reduce = phase_reduction(recorder, phase)
+    if reduce is None:
         return
+    value = meter.compute(reduce=reduce)
     if value == value:  # not NaN: this phase saw at least one batch
         logs.setdefault(phase, {})[recorder.indicator] = value

@@ -1,7 +1,7 @@
 """The mean of each named loss of a dict of losses, per epoch, for training and evaluation."""
 from ..engine.batch import batch_size
 from ..metric.meters import MeanMeter
-from .callbacks import HIGH, Callback
+from .callbacks import HIGH, Callback, phase_reduction
 
 
 class MultiLossesRecorder(Callback):
@@ -89,16 +89,9 @@ class MultiLossesRecorder(Callback):
 
     def _publish(self, meters, phase, logs):
         """Writes the means into ``logs[phase]``; every rank takes part in the reductions."""
-        trainer = self.trainer
-        if self.indicators is None:
+        reduce = phase_reduction(self, phase)
+        if self.indicators is None or reduce is None:
             return
-        if trainer is not None:
-            loader = trainer.train_loader if phase == "train" else trainer.test_loader
-            if loader is None:
-                return
-            reduce = trainer.is_sharded(phase)
-        else:
-            reduce = False
         means = {name: meters[name].compute(reduce=reduce) for name in self._names()}
         if not any(value == value for value in means.values()):  # all NaN: this phase saw no batch
             return

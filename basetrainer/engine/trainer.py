@@ -463,9 +463,13 @@ class EngineTrainer:
     def _keyed_callbacks(self):
         return [(f"{i}:{type(cb).__name__}", cb) for i, cb in enumerate(self.callbacks)]
 
+    def loader(self, phase: str):
+        """The data loader of ``phase``: "train", or "test" (may be None)."""
+        return self.train_loader if phase == "train" else self.test_loader
+
     def is_sharded(self, phase: str) -> bool:
         """Whether each rank sees different samples in ``phase`` ("train"/"test"): metrics then sum over ranks."""
-        return data.is_sharded(self.train_loader if phase == "train" else self.test_loader)
+        return data.is_sharded(self.loader(phase))
 
 
 def seed_everything(seed: int) -> None:

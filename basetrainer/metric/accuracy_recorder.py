@@ -4,7 +4,7 @@ import os
 
 import torch
 
-from ..callbacks.callbacks import HIGH, Callback
+from ..callbacks.callbacks import HIGH, Callback, phase_reduction
 from ..engine import comm
 from . import classification_report
 from .meters import _reduce_on_backend_device
@@ -78,14 +78,10 @@ class AccuracyRecorder(Callback):
 
         Returns the confusion matrix (CPU), or None when the phase saw no sample.
         """
-        trainer = self.trainer
-        if trainer is not None:
-            loader = trainer.train_loader if phase == "train" else trainer.test_loader
-            if loader is None:
-                return None
-            counts = tally.counts(reduce=trainer.is_sharded(phase))
-        else:
-            counts = tally.counts(reduce=False)
+        reduce = phase_reduction(self, phase)
+        if reduce is None:
+            return None
+        counts = tally.counts(reduce=reduce)
         if counts is None:
             return None
         matrix, topk_hits = counts
