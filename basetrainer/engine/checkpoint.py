@@ -115,9 +115,7 @@ def load_weights(model: torch.nn.Module, source, strict: bool = False, name: str
     state = extract_model_state(load_checkpoint(source) if isinstance(source, str) else source)
     target = unwrap_model(model)
     own = target.state_dict()
-    mismatched = [k for k, v in state.items() if k in own and own[k].shape != v.shape]
-    unexpected = [k for k in state if k not in own]
-    missing = [k for k in own if k not in state]
+    mismatched, missing, unexpected = _compare(own, state)
     if strict and (mismatched or unexpected or missing):
         raise CheckpointError(
             f"{name} does not fit the model: {_describe(mismatched, 'shape differs', state, own)}"
@@ -135,9 +133,7 @@ def load_weights(model: torch.nn.Module, source, strict: bool = False, name: str
 def check_shapes(model: torch.nn.Module, state: dict, name: str) -> None:
     """Raises a CheckpointError naming the layers when ``state`` is not exactly ``model``'s weights."""
     own = unwrap_model(model).state_dict()
-    mismatched = [k for k, v in state.items() if k in own and own[k].shape != v.shape]
-    missing = [k for k in own if k not in state]
-    unexpected = [k for k in state if k not in own]
+    mismatched, missing, unexpected = _compare(own, state)
     if mismatched or missing or unexpected:
         raise CheckpointError(
             f"{name} was written by another model: {_describe(mismatched, 'shape differs', state, own)}"
@@ -168,6 +164,14 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _compare(own: dict, state: dict):
+    """(keys whose shape differs, keys ``state`` lacks, keys ``own`` lacks)."""
+    mismatched = [k for k, v in state.items() if k in own and own[k].shape != v.shape]
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    return mismatched, missing, unexpected
 
 
 def _describe(keys, what, state=None, own=None) -> str:
