@@ -11,7 +11,6 @@ import torch
 
 from ..engine import comm
 from ..engine.batch import batch_size
-from ..metric.meters import _reduce_on_backend_device
 from ..utils.file_utils import write_text_atomic
 from .callbacks import LOW, Callback, batch_loss
 
@@ -160,7 +159,7 @@ class LogHistory(Callback):
         window = torch.stack(losses).double().sum()
         totals = torch.stack([window, torch.tensor(float(len(losses)), dtype=torch.float64, device=window.device),
                               torch.tensor(float(self._samples), dtype=torch.float64, device=window.device)])
-        loss_sum, count, samples = _reduce_on_backend_device(totals).tolist()
+        loss_sum, count, samples = comm.all_reduce_sum(totals).tolist()
         now = time.perf_counter()
         elapsed = max(now - self._window_started, 1e-9)
         data_share = self._data_seconds / elapsed

@@ -6,7 +6,6 @@ from tqdm.auto import tqdm
 
 from ..engine import comm
 from ..engine.batch import batch_size, stack_scalars
-from ..metric.meters import _reduce_on_backend_device
 from .callbacks import LOW, Callback, batch_loss
 
 
@@ -55,9 +54,9 @@ class ProgressBar(Callback):
         self._loss_sum = window if self._loss_sum is None else self._loss_sum + window
         self._count += len(self._losses)
         self._losses = []
-        pair = _reduce_on_backend_device(torch.stack([self._loss_sum.double(),
-                                                      torch.tensor(float(self._count), dtype=torch.float64,
-                                                                   device=self._loss_sum.device)]))
+        pair = comm.all_reduce_sum(torch.stack([self._loss_sum.double(),
+                                                torch.tensor(float(self._count), dtype=torch.float64,
+                                                             device=self._loss_sum.device)]))
         loss, count = pair.tolist()
         elapsed = max(time.perf_counter() - self._started, 1e-9)
         self._bar.set_postfix(loss=f"{loss / count:.4g}", lr=f"{logs.get('lr', 0):.3g}",

@@ -75,17 +75,28 @@ def broadcast_object(obj, src: int = 0):
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """Sums ``tensor`` in place across ranks and returns it."""
+    """Sums ``tensor`` in place across ranks and returns it (on whatever device it is)."""
     if get_world_size() > 1:
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        _all_reduce(tensor, dist.ReduceOp.SUM)
     return tensor
 
 
 def all_reduce_max(tensor: torch.Tensor) -> torch.Tensor:
     """Takes the element-wise maximum of ``tensor`` in place across ranks and returns it."""
     if get_world_size() > 1:
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        _all_reduce(tensor, dist.ReduceOp.MAX)
     return tensor
+
+
+def _all_reduce(tensor, op):
+    # NCCL reduces CUDA tensors only, gloo CPU ones (here): move there and back when needed.
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    if tensor.device == device:
+        dist.all_reduce(tensor, op=op)
+    else:
+        moved = tensor.to(device)
+        dist.all_reduce(moved, op=op)
+        tensor.copy_(moved)
 
 
 def reduce_dict(input_dict: dict, average: bool = True) -> dict:

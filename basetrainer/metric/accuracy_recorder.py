@@ -7,7 +7,6 @@ import torch
 from ..callbacks.callbacks import HIGH, Callback, phase_reduction
 from ..engine import comm
 from . import classification_report
-from .meters import _reduce_on_backend_device
 
 
 class AccuracyRecorder(Callback):
@@ -172,7 +171,7 @@ class ClassificationTally:
         else:
             flat = torch.cat([self.pairs, self.topk_hits])
         if reduce:
-            flat = _reduce_on_backend_device(flat)
+            comm.all_reduce_sum(flat)
         flat = flat.cpu()
         return classification_report.matrix_from_counts(flat[:cells], num_classes), flat[cells:]
 

@@ -43,7 +43,7 @@ class MeanMeter:
         total = self._total if self._total is not None else torch.zeros((), dtype=torch.float64)
         pair = torch.stack([total, torch.tensor(float(self.count), dtype=torch.float64, device=total.device)])
         if reduce:
-            pair = _reduce_on_backend_device(pair)
+            comm.all_reduce_sum(pair)
         total_value, count = pair.tolist()
         return total_value / count if count else float("nan")
 
@@ -56,15 +56,3 @@ class MeanMeter:
         total = state.get("total")
         self._total = None if total is None else total.to(device or "cpu")
         self.count = int(state["count"])
-
-
-def _reduce_on_backend_device(tensor: torch.Tensor) -> torch.Tensor:
-    """All-reduces (sum) on a device the process group's backend accepts."""
-    if comm.get_world_size() == 1:
-        return tensor
-    import torch.distributed as dist
-
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-    out = tensor.to(device)
-    comm.all_reduce_sum(out)
-    return out.to(tensor.device)
