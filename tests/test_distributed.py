@@ -165,6 +165,19 @@ def test_auto_dist_url_needs_one_machine():
         launch_module._resolve_dist_url("auto", num_machines=2, machine_rank=0)
 
 
+@pytest.mark.parametrize("message", ["[pair.cc:545] Timed out waiting 5000ms for recv operation to complete",
+                                     "Application timeout caused pair closure"])
+def test_a_collective_timeout_names_the_ranks_that_stopped_responding(message):
+    import datetime
+
+    reports = [(1.0, 0, "RuntimeError", message, "Traceback ...")]
+    error = launch_module._worker_error(0, [], still_running=[1], reports=reports, first_rank=0,
+                                        timeout=datetime.timedelta(seconds=5))
+    assert isinstance(error, LaunchError)
+    assert str(error) == ("rank 0: a collective timed out after 5s: rank(s) [1] stopped responding; "
+                          "raise dist_timeout if they are only slow")
+
+
 def test_a_slurm_node_list_gives_its_first_host():
     assert launch_module._first_host("gpu[003-005,9],login1") == "gpu003"
     assert launch_module._first_host("node7,node8") == "node7"

@@ -255,7 +255,7 @@ def _worker_error(failed, processes, still_running, reports, first_rank, timeout
     if isinstance(error_type, type) and issubclass(error_type, BaseTrainerError):
         message = one_line(error_type(message))
         return error_type(message if message.startswith("rank ") else f"rank {rank}: {message}")
-    if "timed out" in message.lower() or "timeout" in type_name.lower():
+    if any(word in (message + type_name).lower() for word in ("timed out", "timeout")):  # gloo words it both ways
         silent = [first_rank + i for i in still_running]
         who = f"rank(s) {silent} stopped responding" if silent else "another rank stopped responding"
         return LaunchError(f"rank {rank}: a collective timed out after {timeout.total_seconds():.0f}s: {who}; "
