@@ -7,12 +7,16 @@ short and a long run, dumps the counters between runs (``callgrind_control --dum
 and prints the instructions per step (the slope between the two lengths, so start-up
 and per-epoch costs cancel) and the ratio to the hand-written loop.
 
-Caveat: under valgrind the program runs ~50x slower, so work triggered by the clock
-(tqdm redraws its bar every 0.5 s) happens far more often per step than in real runs and
-is overcounted; work triggered by counts (log_freq, epochs) is counted as it is.
+Under valgrind the program runs ~400x slower, so work triggered by the clock would happen
+far more often per step than in real runs: the progress bar's redraw interval is
+stretched by that factor to keep its redraws per step as they are outside. Work
+triggered by counts (log_freq, epochs) is counted as it is. Every run starts after a
+``gc.collect()``, so that where a collection falls does not depend on the runs before.
 
-    python bench/instructions.py           # needs valgrind; takes ~5 minutes
+    python bench/instructions.py                 # needs valgrind; takes ~5 minutes
+    python bench/instructions.py trainer         # only these variants (and the hand-written loop)
 """
+import gc
 import glob
 import os
 import re
@@ -23,7 +27,10 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 SHORT, LONG, EPOCHS = 50, 150, 2  # batches per epoch of the two runs, epochs each
-VARIANTS = ("hand", "trainer", "trainer+callbacks")
+VALGRIND_SLOWDOWN = 400  # measured here: ~220 us per hand-written step outside valgrind, ~90 ms inside
+ALL_VARIANTS = ("hand", "trainer", "trainer-nochecks", "trainer+callbacks")
+VARIANTS = tuple(os.environ.get("BASETRAINER_BENCH_VARIANTS", "").split(",")) if os.environ.get(
+    "BASETRAINER_BENCH_VARIANTS") else ALL_VARIANTS  # inside valgrind: what main() chose
 
 
 def inside_valgrind():
@@ -36,6 +43,10 @@ def inside_valgrind():
     torch.set_num_threads(1)
     logging.getLogger("basetrainer").setLevel(logging.WARNING)
     overhead.EPOCHS = EPOCHS
+    # valgrind runs the program ~400x slower: redraw the bar as often per step as it would be outside.
+    from basetrainer.callbacks.progress_bar import ProgressBar
+
+    ProgressBar.mininterval *= VALGRIND_SLOWDOWN
 
     class Args:
         log_freq = 50
@@ -47,14 +58,22 @@ def inside_valgrind():
     subprocess.run(["callgrind_control", "--dump=warm-up", pid], capture_output=True, check=True)
     for name in VARIANTS:
         for length, batches in runs.items():
+            gc.collect()  # the same collector state for every run: otherwise where a collection falls is luck
+            subprocess.run(["callgrind_control", "--dump=gc", pid], capture_output=True, check=True)
             overhead.VARIANTS[name](batches, Args)
             subprocess.run(["callgrind_control", f"--dump={name}@{length}", pid], capture_output=True, check=True)
 
 
 def main():
+    unknown = [name for name in sys.argv[1:] if name not in ALL_VARIANTS]
+    if unknown:
+        sys.exit(f"error: unknown variant {unknown[0]!r}: choose from {', '.join(ALL_VARIANTS[1:])}")
+    global VARIANTS
+    VARIANTS = ("hand", *[name for name in sys.argv[1:] if name != "hand"]) if sys.argv[1:] else ALL_VARIANTS
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
+        env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", BASETRAINER_BENCH_VARIANTS=",".join(VARIANTS),
+                   PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
                         os.path.abspath(__file__)], env=env, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)

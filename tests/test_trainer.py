@@ -9,6 +9,7 @@ import torch.nn as nn
 
 from basetrainer.callbacks.callbacks import Callback
 from basetrainer.engine.batch import move_to_device
+from basetrainer.engine.trainer import EngineTrainer
 from basetrainer.errors import ConfigError, NonFiniteLossError
 from toy import EventLog, ToyTrainer, toy_cfg
 
@@ -231,6 +232,22 @@ def test_nonfinite_loss_skip_drops_only_the_bad_step():
     trainer.run()
     assert trainer.skipped_steps == 1 and trainer.iteration == 15
     assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+
+
+def test_nonfinite_loss_ignore_trains_on_without_checking(monkeypatch):
+    checks = []
+    monkeypatch.setattr(ToyTrainer, "check_losses_finite",
+                        lambda self: checks.append(len(self._loss_window)) or EngineTrainer.check_losses_finite(self))
+    trainer = ToyTrainer(toy_cfg(num_epochs=2, loss=nan_at((1, 3)), nonfinite_loss="ignore"))
+    trainer.run()  # as a bare PyTorch loop would: no error, and the NaN reaches the weights
+    assert trainer.iteration == 16 and trainer.skipped_steps == 0
+    assert not all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    assert checks and not any(checks)  # nothing was ever collected to check
+
+
+def test_an_unknown_nonfinite_loss_mode_is_a_config_error():
+    with pytest.raises(ConfigError, match="nonfinite_loss: 'warn' is not one of raise, skip, ignore"):
+        ToyTrainer(toy_cfg(nonfinite_loss="warn"))
 
 
 def test_the_loop_makes_no_host_sync_per_step(monkeypatch):

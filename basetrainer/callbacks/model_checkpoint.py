@@ -61,8 +61,10 @@ class ModelCheckpoint(Callback):
         self._last_save_time = time.monotonic()
 
     def on_batch_end(self, batch, logs):
+        if not (self.every_n_iters or self.every_n_minutes):  # first: the common case costs one test per batch
+            return
         trainer = self.trainer
-        if trainer is None or trainer.accumulating or not (self.every_n_iters or self.every_n_minutes):
+        if trainer is None or trainer.accumulating:
             return
         if trainer.iteration != self._last_saved_iteration and self._iteration_save_due(trainer):
             self.save_last()

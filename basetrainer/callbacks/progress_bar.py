@@ -18,6 +18,7 @@ class ProgressBar(Callback):
     """
 
     priority = LOW
+    mininterval = 0.5  # seconds between redraws of the bar
 
     def __init__(self, refresh_every: int = 50):
         super().__init__()
@@ -27,7 +28,7 @@ class ProgressBar(Callback):
     def _open(self, total, desc, initial=0):
         self._close()
         self._bar = tqdm(total=total, initial=initial, desc=desc, disable=not comm.is_main_process(),
-                         dynamic_ncols=True, mininterval=0.5, leave=True)
+                         dynamic_ncols=True, mininterval=self.mininterval, leave=True)
 
     def _close(self):
         if self._bar is not None:

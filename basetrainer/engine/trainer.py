@@ -66,8 +66,9 @@ class EngineTrainer:
         self.channels_last = bool(_option(cfg, "channels_last", False))
         self.compile = bool(_option(cfg, "compile", False))
         self.nonfinite_loss = str(_option(cfg, "nonfinite_loss", "raise")).lower()
-        if self.nonfinite_loss not in ("raise", "skip"):
-            raise ConfigError(f"nonfinite_loss: {self.nonfinite_loss!r} is not one of raise, skip")
+        if self.nonfinite_loss not in ("raise", "skip", "ignore"):
+            raise ConfigError(f"nonfinite_loss: {self.nonfinite_loss!r} is not one of raise, skip, ignore")
+        self._watch_losses = self.nonfinite_loss != "ignore"  # ignore: no checks, as in a bare PyTorch loop
         self.nonfinite_check_every = _positive_int(cfg, "nonfinite_check_every", 50)
         self.stop_check_every = _positive_int(cfg, "stop_check_every", 10)
 
@@ -217,9 +218,10 @@ class EngineTrainer:
         else:
             with self._forward_context(step_now):
                 outputs, losses = self.run_step(inputs)
-        loss = total_loss(losses)
+        loss = losses if type(losses) is torch.Tensor else total_loss(losses)
         self.loss = loss.detach()  # callbacks read this rather than each detaching the loss again
-        self._loss_window.append(self.loss)
+        if self._watch_losses:
+            self._loss_window.append(self.loss)
         if divisor > 1:
             loss = loss / divisor
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
