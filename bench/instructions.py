@@ -28,9 +28,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 SHORT, LONG, EPOCHS = 50, 150, 2  # batches per epoch of the two runs, epochs each
 VALGRIND_SLOWDOWN = 400  # measured here: ~220 us per hand-written step outside valgrind, ~90 ms inside
-ALL_VARIANTS = ("hand", "trainer", "trainer-nochecks", "trainer+callbacks")
-VARIANTS = tuple(os.environ.get("BASETRAINER_BENCH_VARIANTS", "").split(",")) if os.environ.get(
-    "BASETRAINER_BENCH_VARIANTS") else ALL_VARIANTS  # inside valgrind: what main() chose
 
 
 def inside_valgrind():
@@ -51,12 +48,13 @@ def inside_valgrind():
     class Args:
         log_freq = 50
 
+    variants = os.environ["BASETRAINER_BENCH_VARIANTS"].split(",")  # what main() chose
     runs = {"short": overhead.make_batches(SHORT), "long": overhead.make_batches(LONG)}
-    for name in VARIANTS:  # first-call costs (imports, allocator) out of the way
+    for name in variants:  # first-call costs (imports, allocator) out of the way
         overhead.VARIANTS[name](runs["short"], Args)
     pid = str(os.getpid())
     subprocess.run(["callgrind_control", "--dump=warm-up", pid], capture_output=True, check=True)
-    for name in VARIANTS:
+    for name in variants:
         for length, batches in runs.items():
             gc.collect()  # the same collector state for every run: otherwise where a collection falls is luck
             subprocess.run(["callgrind_control", "--dump=gc", pid], capture_output=True, check=True)
@@ -65,14 +63,16 @@ def inside_valgrind():
 
 
 def main():
-    unknown = [name for name in sys.argv[1:] if name not in ALL_VARIANTS]
+    import overhead
+
+    known = tuple(overhead.VARIANTS)
+    unknown = [name for name in sys.argv[1:] if name not in known]
     if unknown:
-        sys.exit(f"error: unknown variant {unknown[0]!r}: choose from {', '.join(ALL_VARIANTS[1:])}")
-    global VARIANTS
-    VARIANTS = ("hand", *[name for name in sys.argv[1:] if name != "hand"]) if sys.argv[1:] else ALL_VARIANTS
+        sys.exit(f"error: unknown variant {unknown[0]!r}: choose from {', '.join(known[1:])}")
+    variants = ("hand", *[name for name in sys.argv[1:] if name != "hand"]) if sys.argv[1:] else known
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", BASETRAINER_BENCH_VARIANTS=",".join(VARIANTS),
+        env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", BASETRAINER_BENCH_VARIANTS=",".join(variants),
                    PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
                         os.path.abspath(__file__)], env=env, check=True, stdout=subprocess.DEVNULL,
@@ -85,10 +85,10 @@ def main():
             if label and total:
                 totals[label.group(1) or label.group(2)] = int(total.group(1))
     steps = (LONG - SHORT) * EPOCHS
-    per_step = {name: (totals[f"{name}@long"] - totals[f"{name}@short"]) / steps for name in VARIANTS}
+    per_step = {name: (totals[f"{name}@long"] - totals[f"{name}@short"]) / steps for name in variants}
     print(f"MLP 64-128-10, batch 64, runs of {SHORT * EPOCHS} and {LONG * EPOCHS} steps, 1 thread, callgrind")
     print(f"{'variant':<20}{'instructions/step':>18}{'vs hand':>9}")
-    for name in VARIANTS:
+    for name in variants:
         print(f"{name:<20}{per_step[name]:>18,.0f}{per_step[name] / per_step['hand']:>9.4f}")
 
 

@@ -12,6 +12,7 @@ import torch
 from ..engine import comm
 from ..engine.batch import batch_size
 from ..utils.file_utils import write_text_atomic
+from ..utils.plots import as_float
 from .callbacks import LOW, Callback, batch_loss
 
 
@@ -124,7 +125,7 @@ class LogHistory(Callback):
         self._last_test_seconds = time.perf_counter() - self._test_started
 
     def on_epoch_end(self, epoch, logs):
-        record = {"epoch": epoch, "lr": _float(logs.get("lr")),
+        record = {"epoch": epoch, "lr": as_float(logs.get("lr")),
                   "train": _numbers(logs.get("train", {})), "test": _numbers(logs.get("test", {}))}
         self.history.append(record)
         if self.columns is None:
@@ -167,7 +168,7 @@ class LogHistory(Callback):
         self._reset_window(now)
         if not self._writes():
             return
-        loss, lr, speed = loss_sum / count, _float(logs.get("lr")), samples / elapsed
+        loss, lr, speed = loss_sum / count, as_float(logs.get("lr")), samples / elapsed
         trainer = self.trainer
         parts = []
         if trainer is not None:
@@ -299,13 +300,6 @@ def _flatten(values: dict, prefix: str = "") -> dict:
         else:
             out[f"{prefix}{name}"] = value
     return out
-
-
-def _float(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 def _epoch_of(cell) -> float:

@@ -218,7 +218,7 @@ class EngineTrainer:
         else:
             with self._forward_context(step_now):
                 outputs, losses = self.run_step(inputs)
-        loss = losses if type(losses) is torch.Tensor else total_loss(losses)
+        loss = total_loss(losses)
         self.loss = loss.detach()  # callbacks read this rather than each detaching the loss again
         if self._watch_losses:
             self._loss_window.append(self.loss)

@@ -54,7 +54,7 @@ def training_curves_figure(rows):
     for ax, name in zip(axes, panels):
         series = [("lr", "lr")] if name == "lr" else [("train", f"train_{name}"), ("test", f"test_{name}")]
         for label, key in series:
-            values = [_number(row.get(key)) for row in rows]
+            values = [as_float(row.get(key)) for row in rows]
             if any(v == v for v in values):
                 ax.plot(epochs, values, marker="o", markersize=3, label=label)
         ax.set_title(name)
@@ -124,7 +124,8 @@ def _save(figure, path) -> str:
     return path
 
 
-def _number(value) -> float:
+def as_float(value) -> float:
+    """``value`` as a float, NaN when it is missing or not a number (a gap in a curve or a log)."""
     try:
         return float(value)
     except (TypeError, ValueError):
