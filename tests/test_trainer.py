@@ -9,7 +9,6 @@ import torch.nn as nn
 
 from basetrainer.callbacks.callbacks import Callback
 from basetrainer.engine.batch import move_to_device
-from basetrainer.engine.trainer import EngineTrainer
 from basetrainer.errors import ConfigError, NonFiniteLossError
 from toy import EventLog, ToyTrainer, toy_cfg
 
@@ -236,13 +235,64 @@ def test_nonfinite_loss_skip_drops_only_the_bad_step():
 
 def test_nonfinite_loss_ignore_trains_on_without_checking(monkeypatch):
     checks = []
-    monkeypatch.setattr(ToyTrainer, "check_losses_finite",
-                        lambda self: checks.append(len(self._loss_window)) or EngineTrainer.check_losses_finite(self))
+    isfinite = torch.isfinite
+    monkeypatch.setattr(torch, "isfinite", lambda tensor: checks.append(tensor) or isfinite(tensor))
     trainer = ToyTrainer(toy_cfg(num_epochs=2, loss=nan_at((1, 3)), nonfinite_loss="ignore"))
     trainer.run()  # as a bare PyTorch loop would: no error, and the NaN reaches the weights
+    monkeypatch.undo()
     assert trainer.iteration == 16 and trainer.skipped_steps == 0
     assert not all(torch.isfinite(p).all() for p in trainer.model.parameters())
-    assert checks and not any(checks)  # nothing was ever collected to check
+    assert checks == []  # no loss was ever checked
+
+
+class BatchLossSpy(Callback):
+    """The loss and size of every training batch, read per step (what the tally saves callbacks doing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.losses, self.sizes, self.tallies = [], [], []
+
+    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
+        self.losses.append(self.trainer.loss.item())
+        self.sizes.append(len(inputs[0]))
+
+    def on_epoch_end(self, epoch, logs):
+        loss_sum, weighted_sum, batches, samples = self.trainer.loss_tally.totals()
+        self.tallies.append((loss_sum.item(), weighted_sum.item(), batches, samples))
+
+
+def test_the_loss_tally_sums_the_epochs_batch_losses_and_sizes():
+    from basetrainer.callbacks.losses_recorder import LossesRecorder
+
+    spy = BatchLossSpy()
+    trainer = ToyTrainer(toy_cfg(num_epochs=1, train_size=100, batch_size=16, drop_last=False,
+                                 nonfinite_check_every=3, callbacks=[spy, LossesRecorder()]))
+    logs = trainer.run()
+    (loss_sum, weighted_sum, batches, samples), = spy.tallies
+    assert batches == len(spy.losses) == 7 and samples == sum(spy.sizes) == 100  # a short last batch of 4
+    assert loss_sum == pytest.approx(sum(spy.losses), rel=1e-6)
+    assert weighted_sum == pytest.approx(sum(l * n for l, n in zip(spy.losses, spy.sizes)), rel=1e-6)
+    assert logs["train"]["loss"] == pytest.approx(weighted_sum / 100, rel=1e-12)  # LossesRecorder reads it
+
+
+def test_skipped_steps_count_nowhere_in_the_loss_tally():
+    spy = BatchLossSpy()
+    trainer = ToyTrainer(toy_cfg(num_epochs=1, loss=nan_at((0, 3)), nonfinite_loss="skip", callbacks=[spy]))
+    trainer.run()
+    loss_sum, _, batches, _ = spy.tallies[0]
+    assert trainer.skipped_steps == 1 and batches == 7
+    assert loss_sum == pytest.approx(sum(v for v in spy.losses if v == v), rel=1e-6)
+
+
+def test_a_callback_that_declines_an_event_is_never_called_there():
+    class Declines(EventLog):
+        def handles(self, event):
+            return event != "on_batch_end" and super().handles(event)
+
+    log = Declines()
+    ToyTrainer(toy_cfg(num_epochs=1, callbacks=[log])).run()
+    events = [event[0] for event in log.events]
+    assert "on_batch_end" not in events and events.count("on_train_summary") == 8
 
 
 def test_an_unknown_nonfinite_loss_mode_is_a_config_error():
@@ -287,6 +337,15 @@ def test_the_progress_bar_shows_loss_lr_and_throughput(capsys):
     ToyTrainer(toy_cfg(num_epochs=1, progress=True)).run()
     err = capsys.readouterr().err
     assert "loss=" in err and "lr=0.1" in err and "samples_s=" in err
+
+
+def test_the_progress_bar_ends_each_epoch_at_its_total_and_shows_the_epochs_mean_loss(capsys):
+    spy = BatchLossSpy()
+    ToyTrainer(toy_cfg(num_epochs=2, progress=True, train_size=400, callbacks=[spy])).run()
+    err = capsys.readouterr().err
+    final = [line for line in err.replace("\r", "\n").splitlines() if "Train epoch 2/2" in line][-1]
+    assert "25/25" in final  # advanced in jumps, but it ends at the total
+    assert f"loss={sum(spy.losses[25:]) / 25:.4g}" in final
 
 
 def test_batches_move_to_the_device_whatever_their_structure():

@@ -54,8 +54,11 @@ class Callback:
 
     ``inputs`` are the batch as the loader gave it, moved to the device; ``outputs`` and
     ``losses`` are what ``run_step`` returned (``losses``: a tensor, a list or a dict of
-    tensors); ``trainer.loss`` is their sum, detached (see :func:`batch_loss`). Values in ``logs["train"]`` and ``logs["test"]`` are plain floats averaged
-    over the epoch and over all ranks. ``logs`` is created afresh for every run.
+    tensors); ``trainer.loss`` is their sum, detached (see :func:`batch_loss`), and
+    ``trainer.loss_tally`` holds the epoch's sums of those losses, kept on the device (a
+    callback that needs the running training loss reads it there, not per batch). Values in
+    ``logs["train"]`` and ``logs["test"]`` are plain floats averaged over the epoch and
+    over all ranks. ``logs`` is created afresh for every run.
 
     Callbacks run on every rank, so a callback may use collectives (all ranks reach the
     same events in the same order); only the main process should write files or print.
@@ -87,6 +90,13 @@ class Callback:
     def set_model(self, model) -> None:
         """Kept for scripts written against the old API; the trainer is reachable as ``self.trainer``."""
         self.model = model
+
+    def handles(self, event: str) -> bool:
+        """Whether this callback does something at ``event``: by default, whether its class
+        overrides it. A callback whose work at an event depends on its settings (say, saving
+        every N iterations) answers here, and the loop then never calls it at that event.
+        Asked once per run."""
+        return _overrides(self, event)
 
     def state_dict(self) -> dict:
         return {}
@@ -138,7 +148,8 @@ class CallbackList:
             if trainer is not None and hasattr(cb, "set_trainer"):
                 cb.set_trainer(trainer)
         for event in EVENTS:
-            handlers = [getattr(cb, event) for cb in self.callbacks if _overrides(cb, event)]
+            handlers = [getattr(cb, event) for cb in self.callbacks
+                        if (cb.handles(event) if hasattr(cb, "handles") else _overrides(cb, event))]
             setattr(self, "_" + event, handlers)
 
     def handlers(self, *events):

@@ -10,10 +10,9 @@ import time
 import torch
 
 from ..engine import comm
-from ..engine.batch import batch_size
 from ..utils.file_utils import write_text_atomic
 from ..utils.plots import as_float
-from .callbacks import LOW, Callback, batch_loss
+from .callbacks import LOW, Callback
 
 
 class LogHistory(Callback):
@@ -26,7 +25,8 @@ class LogHistory(Callback):
           epoch 2/10 iter 340/1000 loss 0.4123 lr 0.01 samples/s 1520 data 12% eta 0:03:12
 
       ``loss`` is the mean over the batches since the previous line and over all ranks
-      (every rank joins one all-reduce at those batches only); ``samples/s`` counts all
+      (every rank joins one all-reduce at those batches only), read from the trainer's
+      ``loss_tally``, so no loss is recorded here per step; ``samples/s`` counts all
       ranks; ``data`` is the share of the time spent waiting for batches (from one
       batch's end to the next one's start); ``eta`` includes the evaluations to come.
     - At each epoch end, a summary line; TensorBoard scalars ``<phase>/<name>`` for every
@@ -65,7 +65,8 @@ class LogHistory(Callback):
         self._may_write = bool(is_main_process)
         self._writer = None
         self._purge_step = None
-        self._step = 0
+        self._first_step = 0  # the global batch of this epoch's batch 0
+        self._next_first_step = 0  # the same for the next epoch, when the loader has no length
         self._last_test_seconds = 0.0
         self._epoch_started = self._test_started = time.perf_counter()
         self._reset_window(self._epoch_started)
@@ -88,6 +89,8 @@ class LogHistory(Callback):
     # ------------------------------------------------------------------ events
     def on_train_begin(self, logs):
         trainer = self.trainer
+        if trainer is not None:
+            trainer.loss_tally.count_samples = True
         start_epoch = trainer.start_epoch if trainer is not None else int(logs.get("epoch", 0))
         start_batch = trainer.start_batch if trainer is not None else 0
         self.history = [record for record in self.history if record["epoch"] < start_epoch]
@@ -99,24 +102,18 @@ class LogHistory(Callback):
 
     def on_epoch_begin(self, epoch, logs):
         trainer = self.trainer
-        if trainer is not None and trainer.num_steps:
-            self._step = epoch * trainer.num_steps + trainer.start_batch
+        self._first_step = epoch * trainer.num_steps if trainer is not None and trainer.num_steps else self._next_first_step
         now = time.perf_counter()
         self._epoch_started = now
-        self._reset_window(now)
+        self._reset_window(now, trainer.start_batch if trainer is not None else 0)
 
     def on_batch_begin(self, batch, logs):
         self._data_seconds += time.perf_counter() - self._last_batch_end
 
-    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self._losses.append(batch_loss(self, losses))
-        self._samples += batch_size(inputs)
-
     def on_batch_end(self, batch, logs):
         self._last_batch_end = time.perf_counter()
-        step, self._step = self._step, self._step + 1
-        if (batch + 1) % self.log_freq == 0 and self._losses:
-            self._log_step(batch, step, logs)
+        if (batch + 1) % self.log_freq == 0:
+            self._log_step(batch, logs)
 
     def on_test_begin(self, logs):
         self._test_started = time.perf_counter()
@@ -125,6 +122,9 @@ class LogHistory(Callback):
         self._last_test_seconds = time.perf_counter() - self._test_started
 
     def on_epoch_end(self, epoch, logs):
+        trainer = self.trainer
+        if trainer is not None:
+            self._next_first_step = self._first_step + trainer.batch + 1
         record = {"epoch": epoch, "lr": as_float(logs.get("lr")),
                   "train": _numbers(logs.get("train", {})), "test": _numbers(logs.get("test", {}))}
         self.history.append(record)
@@ -151,35 +151,43 @@ class LogHistory(Callback):
             plots.plot_training_curves([self._csv_row(record) for record in self.history], self.curves_path)
 
     # ------------------------------------------------------------------ per-step line
-    def _reset_window(self, now):
-        self._losses, self._samples, self._data_seconds = [], 0, 0.0
+    def _reset_window(self, now, first_batch=0):
+        """Starts the window of the next log line at ``first_batch``: its losses are what the
+        trainer's loss tally sums from here on."""
+        trainer = self.trainer
+        if trainer is not None:
+            loss_sum, _, batches, samples = trainer.loss_tally.totals(trainer.device)
+            self._tally_before = (loss_sum, batches, samples)
+        self._window_first_batch = first_batch
+        self._data_seconds = 0.0
         self._window_started = self._last_batch_end = now
 
-    def _log_step(self, batch, step, logs):
-        losses = self._losses
-        window = torch.stack(losses).double().sum()
-        totals = torch.stack([window, torch.tensor(float(len(losses)), dtype=torch.float64, device=window.device),
-                              torch.tensor(float(self._samples), dtype=torch.float64, device=window.device)])
-        loss_sum, count, samples = comm.all_reduce_sum(totals).tolist()
+    def _log_step(self, batch, logs):
+        trainer = self.trainer
+        if trainer is None:
+            return
+        sum_before, batches_before, samples_before = self._tally_before
+        loss_sum, _, batches, samples = trainer.loss_tally.totals(trainer.device)
+        window = torch.stack([loss_sum - sum_before, *(torch.tensor(float(n), dtype=torch.float64, device=loss_sum.device)
+                                                       for n in (batches - batches_before, samples - samples_before))])
+        loss_sum, count, samples = comm.all_reduce_sum(window).tolist()
         now = time.perf_counter()
         elapsed = max(now - self._window_started, 1e-9)
         data_share = self._data_seconds / elapsed
-        batches = len(losses)
-        self._reset_window(now)
-        if not self._writes():
+        seconds_per_batch = elapsed / (batch + 1 - self._window_first_batch)
+        self._reset_window(now, batch + 1)
+        if not self._writes() or not count:  # count 0: every batch of the window was a skipped step
             return
         loss, lr, speed = loss_sum / count, as_float(logs.get("lr")), samples / elapsed
-        trainer = self.trainer
-        parts = []
-        if trainer is not None:
-            parts.append(f"epoch {trainer.epoch + 1}/{trainer.num_epochs}")
-            parts.append(f"iter {batch + 1}/{trainer.num_steps}" if trainer.num_steps else f"iter {batch + 1}")
-        parts += [f"loss {loss:.4f}", f"lr {lr:.4g}", f"samples/s {speed:.0f}", f"data {100 * data_share:.0f}%"]
-        eta = self._eta(batch, elapsed / batches)
+        parts = [f"epoch {trainer.epoch + 1}/{trainer.num_epochs}",
+                 f"iter {batch + 1}/{trainer.num_steps}" if trainer.num_steps else f"iter {batch + 1}",
+                 f"loss {loss:.4f}", f"lr {lr:.4g}", f"samples/s {speed:.0f}", f"data {100 * data_share:.0f}%"]
+        eta = self._eta(batch, seconds_per_batch)
         if eta is not None:
             parts.append(f"eta {datetime.timedelta(seconds=round(eta))}")
         self.logger.info(" ".join(parts))
-        self._add_scalars({"train/loss_step": loss, "train/lr": lr, "train/samples_per_s": speed}, step)
+        self._add_scalars({"train/loss_step": loss, "train/lr": lr, "train/samples_per_s": speed},
+                          self._first_step + batch)
 
     def _eta(self, batch, seconds_per_batch):
         """Seconds left: the remaining batches at the current pace, and the evaluations still to come."""

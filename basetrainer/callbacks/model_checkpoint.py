@@ -60,9 +60,12 @@ class ModelCheckpoint(Callback):
     def on_train_begin(self, logs):
         self._last_save_time = time.monotonic()
 
+    def handles(self, event):
+        if event == "on_batch_end":  # only interval saving works per batch
+            return bool(self.every_n_iters or self.every_n_minutes)
+        return super().handles(event)
+
     def on_batch_end(self, batch, logs):
-        if not (self.every_n_iters or self.every_n_minutes):  # first: the common case costs one test per batch
-            return
         trainer = self.trainer
         if trainer is None or trainer.accumulating:
             return

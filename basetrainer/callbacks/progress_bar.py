@@ -1,20 +1,22 @@
 """A tqdm progress bar per epoch, on the main process only."""
+import math
 import time
 
 import torch
 from tqdm.auto import tqdm
 
 from ..engine import comm
-from ..engine.batch import batch_size, stack_scalars
-from .callbacks import LOW, Callback, batch_loss
+from .callbacks import LOW, Callback
 
 
 class ProgressBar(Callback):
     """Shows the running loss (mean since the epoch began, over all ranks), the LR and samples/s.
 
-    The loss is read every ``refresh_every`` batches, the same batches on every rank, so
-    the bar costs no host sync on the other steps. The trainer adds this callback itself
-    unless ``progress: false``.
+    The loss and the sample count come from the trainer's ``loss_tally``, read every
+    ``refresh_every`` batches: the same batches on every rank, which join one all-reduce
+    there, so the bar costs no host sync on other steps. tqdm itself is advanced only as
+    often as it would redraw (its ``miniters``), so most batches cost one comparison. The
+    trainer adds this callback itself unless ``progress: false``.
     """
 
     priority = LOW
@@ -35,33 +37,44 @@ class ProgressBar(Callback):
             self._bar.close()
             self._bar = None
 
+    def on_train_begin(self, logs):
+        self.trainer.loss_tally.count_samples = True
+
     def on_epoch_begin(self, epoch, logs):
         trainer = self.trainer
-        self._open(trainer.num_steps or None, f"Train epoch {epoch + 1}/{trainer.num_epochs}", trainer.start_batch)
-        self._losses, self._loss_sum, self._count = [], None, 0
-        self._samples, self._started = 0, time.perf_counter()
-
-    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self._losses.append(batch_loss(self, losses))
-        self._samples += batch_size(inputs)
+        start = trainer.start_batch
+        self._open(trainer.num_steps or None, f"Train epoch {epoch + 1}/{trainer.num_epochs}", start)
+        self._samples_before, self._started = trainer.loss_tally.samples, time.perf_counter()
+        self._next_refresh = start + self.refresh_every
+        self._next_draw = math.inf if self._bar.disable else start + 1
+        self._last = trainer.num_steps or math.inf
+        self._next = min(self._next_refresh, self._next_draw, self._last)
 
     def on_batch_end(self, batch, logs):
-        self._bar.update(1)
-        if len(self._losses) >= self.refresh_every or batch + 1 == self.trainer.num_steps:
+        if batch + 1 >= self._next:
+            self._advance(batch + 1, logs)
+
+    def _advance(self, done, logs):
+        """Refreshes the loss (on every rank) and redraws the bar (main process) when each is due."""
+        last = done >= self._last
+        if done >= self._next_refresh or last:
             self._refresh(logs)
+            self._next_refresh = done + self.refresh_every
+        bar = self._bar
+        if done >= self._next_draw or (last and not bar.disable):
+            bar.update(done - bar.n)
+            self._next_draw = done + max(1, int(bar.miniters))  # tqdm's own pace: batches per redraw
+        self._next = min(self._next_refresh, self._next_draw, self._last)
 
     def _refresh(self, logs):
-        window = stack_scalars(self._losses).float().sum()
-        self._loss_sum = window if self._loss_sum is None else self._loss_sum + window
-        self._count += len(self._losses)
-        self._losses = []
-        pair = comm.all_reduce_sum(torch.stack([self._loss_sum.double(),
-                                                torch.tensor(float(self._count), dtype=torch.float64,
-                                                             device=self._loss_sum.device)]))
-        loss, count = pair.tolist()
+        trainer = self.trainer
+        loss_sum, _, batches, samples = trainer.loss_tally.totals(trainer.device)
+        count = torch.tensor(float(batches), dtype=torch.float64, device=loss_sum.device)
+        loss, count = comm.all_reduce_sum(torch.stack([loss_sum, count])).tolist()
         elapsed = max(time.perf_counter() - self._started, 1e-9)
-        self._bar.set_postfix(loss=f"{loss / count:.4g}", lr=f"{logs.get('lr', 0):.3g}",
-                              samples_s=f"{self._samples * comm.get_world_size() / elapsed:.0f}", refresh=False)
+        speed = (samples - self._samples_before) * comm.get_world_size() / elapsed
+        postfix = {"loss": f"{loss / count:.4g}"} if count else {}
+        self._bar.set_postfix(**postfix, lr=f"{logs.get('lr', 0):.3g}", samples_s=f"{speed:.0f}", refresh=False)
 
     def on_test_begin(self, logs):
         self._close()

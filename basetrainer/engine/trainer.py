@@ -25,9 +25,10 @@ import torch
 from .. import __version__
 from ..callbacks.callbacks import CallbackList
 from ..config import to_plain
-from ..errors import CheckpointError, ConfigError, DataError, NonFiniteLossError, TrainingInterrupted
+from ..errors import CheckpointError, ConfigError, DataError, TrainingInterrupted
 from . import checkpoint, comm, data, signals
-from .batch import move_to_device, stack_scalars, total_loss
+from .batch import batch_size, move_to_device, stack_scalars, total_loss
+from .loss_tally import LossTally
 from .parallel import build_model_parallel, is_ddp, unwrap_model
 
 logger = logging.getLogger("basetrainer")
@@ -35,7 +36,6 @@ logger = logging.getLogger("basetrainer")
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 _AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                 "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
-_NULL_CONTEXT = contextlib.nullcontext()  # reusable: saves building one per step
 
 
 class EngineTrainer:
@@ -68,8 +68,9 @@ class EngineTrainer:
         self.nonfinite_loss = str(_option(cfg, "nonfinite_loss", "raise")).lower()
         if self.nonfinite_loss not in ("raise", "skip", "ignore"):
             raise ConfigError(f"nonfinite_loss: {self.nonfinite_loss!r} is not one of raise, skip, ignore")
-        self._watch_losses = self.nonfinite_loss != "ignore"  # ignore: no checks, as in a bare PyTorch loop
         self.nonfinite_check_every = _positive_int(cfg, "nonfinite_check_every", 50)
+        # "skip" checks each optimizer step itself; "ignore" checks nothing, as a bare PyTorch loop
+        self.loss_tally = LossTally(check=self.nonfinite_loss == "raise")
         self.stop_check_every = _positive_int(cfg, "stop_check_every", 10)
 
         self.model = self.optimizer = self.criterion = self.scaler = None
@@ -84,8 +85,10 @@ class EngineTrainer:
         self.accumulating = False  # gradients of some batches wait for the next optimizer step
         self.start_batch = 0  # the batch the next epoch starts at (> 0 after a mid-epoch resume)
         self._epoch_done = False
-        self._loss_window = []
-        self._pending_rng = None
+        self._accumulates = self.accumulate_grad_batches > 1
+        self._plain_step = self.amp_dtype is None and not self._accumulates
+        self._inspects_grads = self.clip_grad_norm > 0 or self.nonfinite_loss == "skip"
+        self._pending_rng = self._pending_tally = None
         self._stop_signal = None
         self._watch_stop = self.world_size > 1  # one process looks only once a signal came
         self._ddp = False
@@ -172,6 +175,7 @@ class EngineTrainer:
                     break
                 self.epoch = logs["epoch"] = epoch
                 self._epoch_done = False
+                self._start_loss_tally()
                 events.on_epoch_begin(epoch, logs)
                 self.train_epoch(logs)
                 self.test_epoch(logs)
@@ -189,7 +193,6 @@ class EngineTrainer:
         if self._pending_rng is not None:  # after positioning the loader, so skipped batches don't count
             checkpoint.set_rng_state(self._pending_rng)
             self._pending_rng = None
-        self._loss_window = []
         for batch, inputs in enumerate(batches, start=self.start_batch):
             self.batch = batch
             for fn in batch_begin:
@@ -212,23 +215,26 @@ class EngineTrainer:
     def train_step(self, inputs):
         """One batch: forward and loss under autocast, backward, and the optimizer step
         at the end of each accumulation window. Returns ``run_step``'s ``(outputs, losses)``."""
-        step_now, divisor = self._accumulation_window(self.batch) if self.accumulate_grad_batches > 1 else (True, 1)
-        if self.amp_dtype is None and (step_now or not self._ddp):
+        if self._plain_step:  # no AMP, no accumulation: the forward needs no context, every batch steps
+            step_now, divisor = True, 1
             outputs, losses = self.run_step(inputs)
         else:
+            step_now, divisor = self._accumulation_window(self.batch) if self._accumulates else (True, 1)
             with self._forward_context(step_now):
                 outputs, losses = self.run_step(inputs)
+            self.accumulating = not step_now
         loss = total_loss(losses)
-        self.loss = loss.detach()  # callbacks read this rather than each detaching the loss again
-        if self._watch_losses:
-            self._loss_window.append(self.loss)
+        self.loss = detached = loss.detach()  # callbacks read this rather than each detaching the loss again
+        tally = self.loss_tally  # checked for NaN/inf and summed every nonfinite_check_every batches
+        tally.window.append(detached)
+        if tally.count_samples:
+            tally.sizes.append(batch_size(inputs))
         if divisor > 1:
             loss = loss / divisor
-        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-        self.accumulating = not step_now
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
         if step_now:
             self.optimizer_step()
-        if len(self._loss_window) >= self.nonfinite_check_every:
+        if len(tally.window) >= self.nonfinite_check_every:
             self.check_losses_finite()
         return outputs, losses
 
@@ -246,19 +252,8 @@ class EngineTrainer:
     def optimizer_step(self):
         """Unscale, clip, check, step and clear the gradients; the lr used is published in logs."""
         optimizer, scaler = self.optimizer, self.scaler
-        if self.clip_grad_norm > 0 or self.nonfinite_loss == "skip":
-            if scaler is not None:
-                scaler.unscale_(optimizer)
-            max_norm = self.clip_grad_norm if self.clip_grad_norm > 0 else float("inf")
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-            if self.nonfinite_loss == "skip" and not self._step_is_finite(grad_norm):
-                optimizer.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.update()
-                self.skipped_steps += 1
-                logger.warning("skipped the optimizer step at epoch %d, batch %d: non-finite loss or gradients",
-                               self.epoch, self.batch)
-                return
+        if self._inspects_grads and not self._clip_and_check_gradients():
+            return
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
@@ -266,6 +261,28 @@ class EngineTrainer:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         self.iteration += 1
+
+    def _clip_and_check_gradients(self) -> bool:
+        """Unscales and clips the gradients (``clip_grad_norm``); under ``nonfinite_loss: skip``,
+        drops this step when its losses or gradients are not finite. Returns whether to step."""
+        optimizer, scaler = self.optimizer, self.scaler
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        max_norm = self.clip_grad_norm if self.clip_grad_norm > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        if self.nonfinite_loss != "skip":
+            return True
+        if self._step_is_finite(grad_norm):
+            self.loss_tally.fold()  # this step's losses, known finite
+            return True
+        self.loss_tally.discard()
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.update()
+        self.skipped_steps += 1
+        logger.warning("skipped the optimizer step at epoch %d, batch %d: non-finite loss or gradients",
+                       self.epoch, self.batch)
+        return False
 
     def test_epoch(self, logs):
         events = self._events
@@ -321,27 +338,23 @@ class EngineTrainer:
         return lambda batch: move_to_device(batch, device, channels_last)
 
     def check_losses_finite(self):
-        """Raises NonFiniteLossError naming the first batch whose loss was NaN or infinite.
+        """Adds the pending losses to the epoch's sums; raises NonFiniteLossError naming the
+        first batch whose loss was NaN or infinite (``nonfinite_loss: raise``).
 
         Losses are checked in windows (every ``nonfinite_check_every`` batches, at every
         epoch end, and before any checkpoint), so that no host sync runs per step.
         """
-        window, self._loss_window = self._loss_window, []
-        if not window:
-            return
-        values = stack_scalars(window)
-        finite = torch.isfinite(values)
-        if bool(finite.all()):
-            return
-        first_bad = int((~finite).nonzero()[0])
-        batch = self.batch - len(window) + 1 + first_bad
-        raise NonFiniteLossError(
-            f"the loss is {values[first_bad].item()} at epoch {self.epoch}, batch {batch}: lower the learning "
-            f"rate, set clip_grad_norm, check the data, or set nonfinite_loss: skip to skip such steps"
-        )
+        self.loss_tally.fold()
+
+    def _start_loss_tally(self):
+        """A new epoch's loss sums, or, after a mid-epoch resume, the interrupted epoch's."""
+        self.loss_tally.start_epoch(self.epoch, self.start_batch)
+        if self._pending_tally is not None and self.start_batch:
+            self.loss_tally.load_state_dict(self._pending_tally, self.device)
+        self._pending_tally = None
 
     def _step_is_finite(self, grad_norm) -> bool:
-        window, self._loss_window = self._loss_window, []
+        window = self.loss_tally.window
         flag = torch.isfinite(grad_norm.float())
         if window:
             flag = flag & torch.isfinite(stack_scalars(window)).all()
@@ -399,6 +412,7 @@ class EngineTrainer:
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "callbacks": {key: cb.state_dict() for key, cb in self._keyed_callbacks() if hasattr(cb, "state_dict")},
             "rng": comm.all_gather(checkpoint.get_rng_state()),
+            "loss_tally": self.loss_tally.state_dict(),
             "config": to_plain(self.cfg),
         }
         spec = getattr(unwrap_model(self.model), "pruning_spec", None)
@@ -425,6 +439,7 @@ class EngineTrainer:
                 logger.warning("%s holds no state for callback %s; it starts afresh", name, key)
         self.start_epoch, self.start_batch = int(state["epoch"]), int(state["batch"])
         self.iteration = int(state.get("iteration", 0))
+        self._pending_tally = state.get("loss_tally")
         rng = state.get("rng") or []
         if len(rng) == self.world_size:
             self._pending_rng = rng[self.rank]

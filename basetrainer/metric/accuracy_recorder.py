@@ -45,7 +45,9 @@ class AccuracyRecorder(Callback):
         self.test_matrix = None
 
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        self.train_tally.update(_logits(outputs), _targets(inputs))
+        # the usual tensor logits and (inputs, targets) tuple first: this runs every step
+        logits = outputs if type(outputs) is torch.Tensor else _logits(outputs)
+        self.train_tally.update(logits, inputs[1] if type(inputs) is tuple else _targets(inputs))
 
     def on_test_begin(self, logs):
         self.test_tally.reset()

@@ -41,11 +41,7 @@ class MeanMeter:
         """The mean as a float (NaN if nothing was recorded); ``reduce`` sums over ranks first."""
         self._fold()
         total = self._total if self._total is not None else torch.zeros((), dtype=torch.float64)
-        pair = torch.stack([total, torch.tensor(float(self.count), dtype=torch.float64, device=total.device)])
-        if reduce:
-            comm.all_reduce_sum(pair)
-        total_value, count = pair.tolist()
-        return total_value / count if count else float("nan")
+        return mean_over_ranks(total, self.count, reduce)
 
     def state_dict(self) -> dict:
         self._fold()
@@ -56,3 +52,15 @@ class MeanMeter:
         total = state.get("total")
         self._total = None if total is None else total.to(device or "cpu")
         self.count = int(state["count"])
+
+
+def mean_over_ranks(total: torch.Tensor, count, reduce: bool = True) -> float:
+    """``total / count`` as a float (NaN when ``count`` is 0), both summed over ranks first when ``reduce``.
+
+    One host sync, and with ``reduce`` one all-reduce, which every rank must join.
+    """
+    pair = torch.stack([total.double(), torch.tensor(float(count), dtype=torch.float64, device=total.device)])
+    if reduce:
+        comm.all_reduce_sum(pair)
+    total_value, count = pair.tolist()
+    return total_value / count if count else float("nan")
