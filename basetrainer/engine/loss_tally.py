@@ -63,6 +63,10 @@ class LossTally:
         window.clear()
         self.sizes.clear()
 
+    def pending_finite(self):
+        """Whether every pending loss is finite, as a 0-d bool tensor (no host sync); None when none is pending."""
+        return torch.isfinite(stack_scalars(self.window)).all() if self.window else None
+
     def discard(self) -> None:
         """Drops the pending losses (a skipped optimizer step's batches): they count nowhere."""
         self.next_batch += len(self.window)

@@ -27,7 +27,7 @@ from ..callbacks.callbacks import CallbackList
 from ..config import to_plain
 from ..errors import CheckpointError, ConfigError, DataError, TrainingInterrupted
 from . import checkpoint, comm, data, signals
-from .batch import batch_size, move_to_device, stack_scalars, total_loss
+from .batch import batch_size, move_to_device, total_loss
 from .loss_tally import LossTally
 from .parallel import build_model_parallel, is_ddp, unwrap_model
 
@@ -354,10 +354,10 @@ class EngineTrainer:
         self._pending_tally = None
 
     def _step_is_finite(self, grad_norm) -> bool:
-        window = self.loss_tally.window
         flag = torch.isfinite(grad_norm.float())
-        if window:
-            flag = flag & torch.isfinite(stack_scalars(window)).all()
+        losses_finite = self.loss_tally.pending_finite()
+        if losses_finite is not None:
+            flag = flag & losses_finite
         bad = (~flag).to(torch.int32).reshape(1)
         return not bool(comm.all_reduce_max(bad.to(self.device))[0])  # every rank takes the same decision
 
