@@ -2,7 +2,6 @@
 import math
 import time
 
-import torch
 from tqdm.auto import tqdm
 
 from ..engine import comm
@@ -69,8 +68,7 @@ class ProgressBar(Callback):
     def _refresh(self, logs):
         trainer = self.trainer
         loss_sum, _, batches, samples = trainer.loss_tally.totals(trainer.device)
-        count = torch.tensor(float(batches), dtype=torch.float64, device=loss_sum.device)
-        loss, count = comm.all_reduce_sum(torch.stack([loss_sum, count])).tolist()
+        loss, count = comm.sum_over_ranks(loss_sum, batches)
         elapsed = max(time.perf_counter() - self._started, 1e-9)
         speed = (samples - self._samples_before) * comm.get_world_size() / elapsed
         postfix = {"loss": f"{loss / count:.4g}"} if count else {}

@@ -81,6 +81,21 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def sum_over_ranks(*values) -> list:
+    """The sums across ranks of ``values`` (numbers and 0-d tensors, on one device), as floats.
+
+    Every rank must call it with as many values. Distributed: one all-reduce and one host
+    sync. A single process reads the tensors and builds nothing, so a log line or a
+    progress-bar refresh costs no extra tensor ops.
+    """
+    if get_world_size() == 1:
+        return [float(value) for value in values]
+    device = next((value.device for value in values if isinstance(value, torch.Tensor)), torch.device("cpu"))
+    stacked = torch.stack([value.to(torch.float64) if isinstance(value, torch.Tensor)
+                           else torch.tensor(float(value), dtype=torch.float64, device=device) for value in values])
+    return all_reduce_sum(stacked).tolist()
+
+
 def all_reduce_max(tensor: torch.Tensor) -> torch.Tensor:
     """Takes the element-wise maximum of ``tensor`` in place across ranks and returns it."""
     if get_world_size() > 1:

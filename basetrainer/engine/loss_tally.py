@@ -1,4 +1,6 @@
 """The epoch's training losses as the trainer keeps them: checked for NaN/inf and summed on the device."""
+import math
+
 import torch
 
 from ..errors import NonFiniteLossError
@@ -11,16 +13,24 @@ class LossTally:
     Per batch the trainer appends the detached loss to ``window`` and, once a reader has
     set ``count_samples``, the batch size to ``sizes``: list appends, no host sync.
     ``fold()`` runs every ``nonfinite_check_every`` batches, at the epoch end, before a
-    checkpoint and whenever a reader calls ``totals()``: it stacks the window in one op,
-    checks it (one host sync per window; the error names the first bad batch) and adds it
-    to the epoch's sums. The progress bar, LossesRecorder and LogHistory read those sums,
-    so no callback records the loss per step.
+    checkpoint and whenever a reader calls ``totals()``: it stacks the window, adds it to
+    the epoch's float64 sums (the loss sum and the sum of loss x batch size, in one
+    matrix-vector product) and, when ``check``, reads the new loss sum back: one host
+    sync per window. A float64 sum of float32 losses cannot overflow, so it is finite
+    exactly when every loss of the window is; only then are the losses looked at one by
+    one, to name the first bad batch. The progress bar, LossesRecorder and LogHistory
+    read those sums, so no callback records the loss per step.
+
+    Every fold is a handful of tensor ops on purpose: inside a training loop, with the
+    caches full of the model's own work, each op costs several times what it costs in a
+    micro-benchmark.
     """
 
     def __init__(self, check: bool = True):
         self.check = check
         self.count_samples = False
         self.window, self.sizes = [], []  # cleared in place: the trainer holds them between steps
+        self._weights_key = self._weights_matrix = None
         self.start_epoch(0, 0)
 
     def start_epoch(self, epoch: int, first_batch: int) -> None:
@@ -29,39 +39,45 @@ class LossTally:
         self.sizes.clear()
         self.epoch = epoch
         self.next_batch = first_batch  # the batch index of window[0]
-        self.loss_sum = None  # float64 tensor: the sum of the batch losses
-        self.weighted_sum = None  # float64 tensor: the sum of loss x batch size (with count_samples)
+        self.sums = None  # float64 tensor [loss sum, sum of loss x batch size], on the losses' device
         self.batches = 0
         self.samples = 0
 
     def fold(self) -> None:
-        """Checks the pending losses and adds them to the sums; raises NonFiniteLossError naming the first bad batch."""
+        """Adds the pending losses to the sums; with ``check``, raises NonFiniteLossError naming the first bad batch."""
         window = self.window
         if not window:
             return
-        values = stack_scalars(window)
-        if self.check:
-            finite = torch.isfinite(values)
-            if not bool(finite.all()):
-                first_bad = int((~finite).nonzero()[0])
-                batch = self.next_batch + first_bad
-                self.discard()
-                raise NonFiniteLossError(
-                    f"the loss is {values[first_bad].item()} at epoch {self.epoch}, batch {batch}: "
-                    f"lower the learning rate, set clip_grad_norm, check the data, or set nonfinite_loss: skip to "
-                    f"skip such steps")
-        values = values.double()
-        total = values.sum()
-        self.loss_sum = total if self.loss_sum is None else self.loss_sum + total
-        if self.sizes:
-            weights = torch.tensor(self.sizes, dtype=torch.float64, device=values.device)
-            weighted = (values * weights).sum()
-            self.weighted_sum = weighted if self.weighted_sum is None else self.weighted_sum + weighted
+        values = stack_scalars(window).double()
+        sums = self._weights(values.device).mv(values)
+        if self.sums is not None:
+            sums = self.sums + sums
+        if self.check and not math.isfinite(sums.tolist()[0]):
+            first_bad = int((~torch.isfinite(values)).nonzero()[0])
+            batch = self.next_batch + first_bad
+            self.discard()
+            raise NonFiniteLossError(
+                f"the loss is {values[first_bad].item()} at epoch {self.epoch}, batch {batch}: "
+                f"lower the learning rate, set clip_grad_norm, check the data, or set nonfinite_loss: skip to "
+                f"skip such steps")
+        self.sums = sums
+        if len(self.sizes) == len(window):
             self.samples += sum(self.sizes)
         self.batches += len(window)
         self.next_batch += len(window)
         window.clear()
         self.sizes.clear()
+
+    def _weights(self, device) -> torch.Tensor:
+        """The (2, window) matrix [1 ... 1; batch sizes] (zeros without ``count_samples``), kept while
+        the window's sizes repeat, as they do but for an epoch's last batch."""
+        n, sizes = len(self.window), self.sizes
+        key = (n, tuple(sizes) if len(sizes) == n else None, device)
+        if self._weights_key != key:
+            self._weights_key = key
+            self._weights_matrix = torch.tensor([[1.0] * n, sizes if key[1] else [0.0] * n],
+                                                dtype=torch.float64, device=device)
+        return self._weights_matrix
 
     def pending_finite(self):
         """Whether every pending loss is finite, as a 0-d bool tensor (no host sync); None when none is pending."""
@@ -76,27 +92,27 @@ class LossTally:
     def totals(self, device=None):
         """``(loss_sum, weighted_sum, batches, samples)`` of the epoch so far, after a fold.
 
-        The sums are float64 tensors on the losses' device (zeros before the first batch,
-        on ``device``); ``weighted_sum`` and ``samples`` count only once ``count_samples``
-        was set.
+        The sums are 0-d float64 tensors on the losses' device (zeros before the first
+        batch, on ``device``); ``weighted_sum`` and ``samples`` count only once
+        ``count_samples`` was set.
         """
         self.fold()
-        zero = None
-        if self.loss_sum is None or self.weighted_sum is None:
-            zero = torch.zeros((), dtype=torch.float64, device=device)
-        return (zero if self.loss_sum is None else self.loss_sum,
-                zero if self.weighted_sum is None else self.weighted_sum, self.batches, self.samples)
+        sums = self.sums if self.sums is not None else torch.zeros(2, dtype=torch.float64, device=device)
+        loss_sum, weighted_sum = sums.unbind()
+        return loss_sum, weighted_sum, self.batches, self.samples
 
     def state_dict(self) -> dict:
         self.fold()
-        return {"loss_sum": None if self.loss_sum is None else self.loss_sum.cpu(),
-                "weighted_sum": None if self.weighted_sum is None else self.weighted_sum.cpu(),
-                "batches": self.batches, "samples": self.samples}
+        loss_sum, weighted_sum = (None, None) if self.sums is None else self.sums.cpu().unbind()
+        return {"loss_sum": loss_sum, "weighted_sum": weighted_sum, "batches": self.batches, "samples": self.samples}
 
     def load_state_dict(self, state: dict, device=None) -> None:
         """Restores the sums of an epoch interrupted part-way (after ``start_epoch``)."""
-        for key in ("loss_sum", "weighted_sum"):
-            value = state.get(key)
-            setattr(self, key, None if value is None else value.to(device or "cpu"))
+        parts = [state.get("loss_sum"), state.get("weighted_sum")]
+        if parts[0] is None:
+            self.sums = None
+        else:
+            self.sums = torch.stack([torch.as_tensor(0.0 if p is None else p, dtype=torch.float64).reshape(())
+                                     for p in parts]).to(device or "cpu")
         self.batches = int(state.get("batches", 0))
         self.samples = int(state.get("samples", 0))

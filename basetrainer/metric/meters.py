@@ -59,8 +59,5 @@ def mean_over_ranks(total: torch.Tensor, count, reduce: bool = True) -> float:
 
     One host sync, and with ``reduce`` one all-reduce, which every rank must join.
     """
-    pair = torch.stack([total.double(), torch.tensor(float(count), dtype=torch.float64, device=total.device)])
-    if reduce:
-        comm.all_reduce_sum(pair)
-    total_value, count = pair.tolist()
+    total_value, count = comm.sum_over_ranks(total, count) if reduce else (float(total), float(count))
     return total_value / count if count else float("nan")
