@@ -86,3 +86,17 @@ def test_nccl_ddp_on_all_gpus_trains_like_gloo_on_the_cpu(tmp_path):
     g, c = load_result(tmp_path / "g.pt")["weights"], load_result(tmp_path / "c.pt")["weights"]
     for k in c:
         torch.testing.assert_close(g[k].cpu(), c[k], atol=1e-4, rtol=1e-3)
+
+
+def test_confusion_counts_on_cuda_equal_the_cpus_and_need_no_sync():
+    from basetrainer.metric.classification_report import count_pairs
+
+    g = torch.Generator().manual_seed(0)
+    targets, preds = torch.randint(-1, 6, (1000,), generator=g), torch.randint(0, 5, (1000,), generator=g)
+    expected = count_pairs(targets, preds, 5)
+    torch.cuda.set_sync_debug_mode("error")  # any host sync inside raises
+    try:
+        counts = count_pairs(targets.cuda(), preds.cuda(), 5)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert counts.cpu().tolist() == expected.tolist()

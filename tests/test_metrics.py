@@ -112,6 +112,15 @@ def test_batches_are_only_referenced_until_a_fold():
     assert recorder.train_tally.pairs.sum().item() == 4 * len(TARGETS)
 
 
+def test_batches_are_folded_sooner_once_they_hold_fold_elements_logits():
+    logits = logits_for(PREDS)
+    recorder = AccuracyRecorder(fold_elements=2 * logits.numel())
+    recorder.on_train_summary((None, TARGETS), logits, None, 0, 0, {})
+    assert recorder.train_tally.pairs is None
+    recorder.on_train_summary((None, TARGETS), logits, None, 0, 1, {})
+    assert recorder.train_tally.pairs.sum().item() == 2 * len(TARGETS)
+
+
 def test_a_target_outside_the_classes_is_reported_when_the_epoch_is_published():
     recorder = AccuracyRecorder(fold_every=1)
     recorder.on_test_begin({})

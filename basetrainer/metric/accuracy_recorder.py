@@ -23,7 +23,8 @@ class AccuracyRecorder(Callback):
     (rows: true class, columns: predicted class); ``test_matrix`` holds it too.
 
     Per batch this only keeps references to the logits and targets; every ``fold_every``
-    batches they are folded into confusion counts on the device without waiting for it,
+    batches (sooner when they hold ``fold_elements`` logits) they are folded into
+    confusion counts on the device without waiting for it,
     and the ranks' counts are summed once per epoch, so the values equal a single
     process's on the same data. A target outside the model's classes is reported then.
     ``confusion_matrix`` is the old name of ``log_dir``.
@@ -32,7 +33,7 @@ class AccuracyRecorder(Callback):
     priority = HIGH
 
     def __init__(self, target_names=None, indicator="Acc", topk=(1,), log_dir=None, logger=None,
-                 report=True, fold_every=32, confusion_matrix=None):
+                 report=True, fold_every=128, confusion_matrix=None, fold_elements=2 ** 22):
         super().__init__()
         self.target_names = list(target_names) if target_names is not None else None
         self.indicator = indicator
@@ -40,8 +41,8 @@ class AccuracyRecorder(Callback):
         self.log_dir = log_dir or confusion_matrix or None
         self.logger = logger or logging.getLogger("basetrainer")
         self.report = report
-        self.train_tally = ClassificationTally(self.topk, fold_every)
-        self.test_tally = ClassificationTally(self.topk, fold_every)
+        self.train_tally = ClassificationTally(self.topk, fold_every, fold_elements)
+        self.test_tally = ClassificationTally(self.topk, fold_every, fold_elements)
         self.test_matrix = None
 
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
@@ -116,24 +117,29 @@ class ClassificationTally:
     """Confusion counts and top-k hit counts, kept on the device without a host sync per batch.
 
     ``update`` appends references to a batch's logits and targets; every ``fold_every``
-    batches they are concatenated and counted in a few kernels (max, index_add, topk),
-    none of which waits for the device.
+    batches, or once they hold ``fold_elements`` logits (16 MB of float32 by default),
+    they are concatenated and counted in a few kernels (max, bincount or index_add, topk),
+    none of which waits for the device. Few, large folds: inside a training loop each
+    kernel launch costs far more than its work on a few thousand logits.
     """
 
-    def __init__(self, topk=(), fold_every: int = 32):
+    def __init__(self, topk=(), fold_every: int = 128, fold_elements: int = 2 ** 22):
         self.topk = tuple(topk)
         self.fold_every = fold_every
+        self.fold_elements = fold_elements
         self.reset()
 
     def reset(self) -> None:
         self._pending = []
+        self._pending_elements = 0
         self.num_classes = 0
         self.pairs = None  # flat confusion counts, see classification_report.count_pairs
         self.topk_hits = None  # int64, one count per k in topk
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
         self._pending.append((logits.detach(), targets))  # integer targets carry no graph
-        if len(self._pending) >= self.fold_every:
+        self._pending_elements += logits.numel()
+        if len(self._pending) >= self.fold_every or self._pending_elements >= self.fold_elements:
             self.fold()
 
     def fold(self) -> None:
@@ -141,22 +147,18 @@ class ClassificationTally:
             return
         logits = torch.cat([item[0] for item in self._pending])
         targets = torch.cat([item[1] for item in self._pending])
-        self._pending = []
+        self._pending, self._pending_elements = [], 0
         if logits.dim() != 2 or targets.dim() != 1 or targets.is_floating_point():
             raise TypeError(f"AccuracyRecorder needs (batch, classes) logits and (batch,) integer targets; "
                             f"got logits {tuple(logits.shape)} and targets {tuple(targets.shape)} {targets.dtype}")
         self.num_classes = num_classes = logits.shape[1]
         preds = logits.max(1).indices  # the first maximum, as argmax(1), at half its cost on CPU
         pairs = classification_report.count_pairs(targets, preds, num_classes)
+        self.pairs = pairs if self.pairs is None else self.pairs + pairs
         if self.topk:
             ranked = logits.topk(min(max(self.topk), num_classes), dim=1).indices == targets[:, None]
             hits = torch.stack([ranked[:, :k].any(1).sum() for k in self.topk])
-        else:
-            hits = torch.zeros(0, dtype=torch.int64, device=pairs.device)
-        if self.pairs is None:
-            self.pairs, self.topk_hits = pairs, hits
-        else:
-            self.pairs, self.topk_hits = self.pairs + pairs, self.topk_hits + hits
+            self.topk_hits = hits if self.topk_hits is None else self.topk_hits + hits
 
     def counts(self, reduce: bool = False):
         """``(confusion matrix, topk_hits)`` on the CPU, summed over ranks when ``reduce``; None if nothing was counted.
@@ -170,8 +172,10 @@ class ClassificationTally:
         cells = num_classes * num_classes + 2
         if self.pairs is None:
             flat = torch.zeros(cells + len(self.topk), dtype=torch.int64)
-        else:
+        elif self.topk:
             flat = torch.cat([self.pairs, self.topk_hits])
+        else:
+            flat = self.pairs.clone() if reduce else self.pairs  # the all-reduce works in place
         if reduce:
             comm.all_reduce_sum(flat)
         flat = flat.cpu()
@@ -188,7 +192,8 @@ class ClassificationTally:
         if state.get("pairs") is not None:
             self.num_classes = int(state["num_classes"])
             self.pairs = state["pairs"].to(device or "cpu")
-            self.topk_hits = state["topk_hits"].to(device or "cpu")
+            hits = state.get("topk_hits")
+            self.topk_hits = hits.to(device or "cpu") if hits is not None and self.topk else None
 
 
 def _logits(outputs) -> torch.Tensor:

@@ -27,8 +27,10 @@ def count_pairs(targets: torch.Tensor, preds: torch.Tensor, num_classes: int) ->
     cells = num_classes * num_classes
     # target * C + pred is in [0, cells) exactly when 0 <= target < C: clamping sends the
     # other targets to -1 or cells, the two outer values once shifted by one.
-    index = (targets.reshape(-1).long() * num_classes).add_(preds.reshape(-1)).clamp_(-1, cells).add_(1)
-    counts = torch.zeros(cells + 2, dtype=torch.int64, device=targets.device)
+    index = preds.reshape(-1).long().add(targets.reshape(-1), alpha=num_classes).clamp_(-1, cells).add_(1)
+    if index.device.type == "cpu":  # one op; CUDA's bincount reads the maximum back (a host sync)
+        return torch.bincount(index, minlength=cells + 2)
+    counts = torch.zeros(cells + 2, dtype=torch.int64, device=index.device)
     return counts.index_add_(0, index, torch.ones_like(index))
 
 
