@@ -167,6 +167,40 @@ def test_epoch_scalars_hold_the_published_values_at_each_epochs_last_batch(run):
         assert values[tag] == expected, tag
 
 
+class HandOvers(Callback):
+    """Records, for each event the SummaryWriter is given, the epoch and batch training was at."""
+
+    def __init__(self, monkeypatch):
+        super().__init__()
+        from torch.utils.tensorboard.writer import FileWriter
+
+        self.calls, original = [], FileWriter.add_summary
+
+        def add_summary(writer, summary, global_step=None, walltime=None):
+            self.calls.append((self.trainer.epoch, self.trainer.batch, summary.value[0].tag, walltime))
+            return original(writer, summary, global_step, walltime)
+
+        monkeypatch.setattr(FileWriter, "add_summary", add_summary)
+
+
+def test_step_scalars_reach_the_writer_in_one_batch_at_the_epoch_end(tmp_path, monkeypatch):
+    spy = HandOvers(monkeypatch)
+    train(tmp_path / "log", num_epochs=2, spy=spy)
+    step_events = [(epoch, batch) for epoch, batch, tag, _ in spy.calls if tag == "train/loss_step"]
+    assert step_events == [(epoch, STEPS - 1) for epoch in range(2) for _ in range(STEPS // LOG_FREQ)]
+    times = [walltime for *_, walltime in spy.calls]
+    assert None not in times and times == sorted(times)  # each stamped with the time it was logged
+    assert [step for step, _ in scalars(tmp_path / "log")["train/loss_step"]] == list(range(LOG_FREQ - 1, 2 * STEPS, LOG_FREQ))
+
+
+def test_step_scalars_older_than_the_hand_over_limit_go_to_the_writer_at_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(LogHistory, "TENSORBOARD_HAND_OVER_SECS", 0.0)
+    spy = HandOvers(monkeypatch)
+    train(tmp_path / "log", num_epochs=1, spy=spy)
+    step_events = [batch for _, batch, tag, _ in spy.calls if tag == "train/loss_step"]
+    assert step_events == list(range(LOG_FREQ - 1, STEPS, LOG_FREQ))
+
+
 # ---------------------------------------------------------------------- pictures and ranks
 def test_training_curves_png_at_the_end(run):
     log_dir, _, _ = run
