@@ -14,7 +14,8 @@ class ProgressBar(Callback):
     The loss and the sample count come from the trainer's ``loss_tally``, read every
     ``refresh_every`` batches: the same batches on every rank, which join one all-reduce
     there, so the bar costs no host sync on other steps. tqdm itself is advanced only as
-    often as it would redraw (its ``miniters``), so most batches cost one comparison. The
+    often as it could redraw: every ``mininterval`` seconds at the epoch's pace so far
+    (or tqdm's own ``miniters``, if larger), so most batches cost one comparison. The
     trainer adds this callback itself unless ``progress: false``.
     """
 
@@ -44,6 +45,7 @@ class ProgressBar(Callback):
         start = trainer.start_batch
         self._open(trainer.num_steps or None, f"Train epoch {epoch + 1}/{trainer.num_epochs}", start)
         self._samples_before, self._started = trainer.loss_tally.samples, time.perf_counter()
+        self._first = start
         self._next_refresh = start + self.refresh_every
         self._next_draw = math.inf if self._bar.disable else start + 1
         self._last = trainer.num_steps or math.inf
@@ -62,8 +64,16 @@ class ProgressBar(Callback):
         bar = self._bar
         if done >= self._next_draw or (last and not bar.disable):
             bar.update(done - bar.n)
-            self._next_draw = done + max(1, int(bar.miniters))  # tqdm's own pace: batches per redraw
+            self._next_draw = done + self._batches_per_redraw(done)
         self._next = min(self._next_refresh, self._next_draw, self._last)
+
+    def _batches_per_redraw(self, done) -> int:
+        """The batches tqdm needs before it may redraw: ``mininterval`` at this epoch's pace, or its
+        own ``miniters`` (which it learns only after redrawing, so not in epochs shorter than that).
+        Half the interval, so that a redraw is never put off by one more interval."""
+        elapsed = time.perf_counter() - self._started
+        at_pace = int(self.mininterval / 2 * (done - self._first) / elapsed) if elapsed > 0 else 0
+        return max(1, at_pace, int(self._bar.miniters))
 
     def _refresh(self, logs):
         trainer = self.trainer
