@@ -168,19 +168,24 @@ def test_epoch_scalars_hold_the_published_values_at_each_epochs_last_batch(run):
 
 
 class HandOvers(Callback):
-    """Records, for each event the SummaryWriter is given, the epoch and batch training was at."""
+    """Records, for each event the SummaryWriter is given and each flush, the epoch and batch training was at."""
 
     def __init__(self, monkeypatch):
         super().__init__()
-        from torch.utils.tensorboard.writer import FileWriter
+        from torch.utils.tensorboard.writer import FileWriter, SummaryWriter
 
-        self.calls, original = [], FileWriter.add_summary
+        self.calls, self.flushes, original, flush = [], [], FileWriter.add_summary, SummaryWriter.flush
 
         def add_summary(writer, summary, global_step=None, walltime=None):
             self.calls.append((self.trainer.epoch, self.trainer.batch, summary.value[0].tag, walltime))
             return original(writer, summary, global_step, walltime)
 
+        def record_flush(writer):
+            self.flushes.append(self.trainer.epoch)
+            return flush(writer)
+
         monkeypatch.setattr(FileWriter, "add_summary", add_summary)
+        monkeypatch.setattr(SummaryWriter, "flush", record_flush)
 
 
 def test_step_scalars_reach_the_writer_in_one_batch_at_the_epoch_end(tmp_path, monkeypatch):
@@ -199,6 +204,16 @@ def test_step_scalars_older_than_the_hand_over_limit_go_to_the_writer_at_once(tm
     train(tmp_path / "log", num_epochs=1, spy=spy)
     step_events = [batch for _, batch, tag, _ in spy.calls if tag == "train/loss_step"]
     assert step_events == list(range(LOG_FREQ - 1, STEPS, LOG_FREQ))
+
+
+@pytest.mark.parametrize("flush_secs, flushed_at", [(1000.0, [0]), (0.0, [0, 1, 2])])
+def test_epoch_ends_flush_tensorboard_at_most_every_flush_secs(tmp_path, monkeypatch, flush_secs, flushed_at):
+    monkeypatch.setattr(LogHistory, "TENSORBOARD_FLUSH_SECS", flush_secs)
+    spy = HandOvers(monkeypatch)
+    train(tmp_path / "log", num_epochs=3, spy=spy)
+    assert spy.flushes == flushed_at
+    epochs = [step for step, _ in scalars(tmp_path / "log")["train/loss"]]  # all there once training ended
+    assert epochs == [STEPS - 1, 2 * STEPS - 1, 3 * STEPS - 1]
 
 
 # ---------------------------------------------------------------------- pictures and ranks

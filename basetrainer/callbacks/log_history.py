@@ -4,6 +4,7 @@ import datetime
 import io
 import json
 import logging
+import math
 import os
 import time
 
@@ -50,7 +51,8 @@ class LogHistory(Callback):
     """
 
     priority = LOW
-    TENSORBOARD_HAND_OVER_SECS = 30.0
+    TENSORBOARD_HAND_OVER_SECS = 30.0  # per-step scalars wait at most this long for the writer
+    TENSORBOARD_FLUSH_SECS = 10.0  # epoch ends flush the writer to disk at most this often
 
     def __init__(self, log_dir, log_freq=1, logger=None, indicators=[], is_main_process=True, *,
                  tensorboard=True, plot=True):
@@ -66,6 +68,7 @@ class LogHistory(Callback):
         self._may_write = bool(is_main_process)
         self._writer = None
         self._events = []  # TensorBoard events not yet handed to the writer: (Summary, step, wall time)
+        self._last_flush = -math.inf
         self._purge_step = None
         self._first_step = 0  # the global batch of this epoch's batch 0
         self._next_first_step = 0  # the same for the next epoch, when the loader has no length
@@ -139,7 +142,7 @@ class LogHistory(Callback):
         trainer = self.trainer
         step = (epoch + 1) * trainer.num_steps - 1 if trainer is not None and trainer.num_steps else epoch
         scalars = {f"{phase}/{name}": value for phase in ("train", "test") for name, value in _flatten(record[phase]).items()}
-        self._add_scalars({**scalars, "lr": record["lr"]}, step, flush=True)
+        self._add_scalars({**scalars, "lr": record["lr"]}, step, epoch_end=True)
 
     def on_train_end(self, logs):
         if not self._writes():
@@ -257,16 +260,18 @@ class LogHistory(Callback):
         if not _trim_jsonl(self.jsonl_path, start_epoch) and self.history:
             write_text_atomic(self.jsonl_path, "".join(json.dumps(r) + "\n" for r in self.history))
 
-    def _add_scalars(self, scalars, step, flush=False):
+    def _add_scalars(self, scalars, step, epoch_end=False):
         """Queues ``{tag: value}`` for TensorBoard as one event (tensorboard checksums each event in
         pure Python: one per log point costs a fraction of one per scalar), stamped with the time now.
 
-        The queue goes to the writer at each epoch end (``flush``), at the end of training,
-        and once its oldest event is ``TENSORBOARD_HAND_OVER_SECS`` old. Each event given
-        to the SummaryWriter wakes its writer thread, which then competes with training
-        for the GIL; handed over once per log line, that cost ~7% of a small model's
-        steps here, batched it is lost in the noise. The writer itself only flushes to
-        disk every 120 s, so nothing shows up in TensorBoard later than it did.
+        The queue goes to the writer at each epoch end, at the end of training, and once
+        its oldest event is ``TENSORBOARD_HAND_OVER_SECS`` old. Each event given to the
+        SummaryWriter wakes its writer thread, which then competes with training for the
+        GIL: handed over once per log line, that cost ~7% of a small model's steps here;
+        batched, it is lost in the noise. An epoch end also flushes the writer to disk
+        (which it otherwise does every 120 s) unless it did so less than
+        ``TENSORBOARD_FLUSH_SECS`` ago: an epoch's values reach TensorBoard within that
+        time and one more epoch, and short epochs do not each wait for the disk.
         """
         if not self.tensorboard:
             return
@@ -276,8 +281,10 @@ class LogHistory(Callback):
         values = [value for tag, number in scalars.items() for value in scalar(tag, number).value]
         now = time.time()
         self._events.append((Summary(value=values), step, now))
-        if flush or now - self._events[0][2] >= self.TENSORBOARD_HAND_OVER_SECS:
-            self._hand_over_events(flush)
+        if epoch_end:
+            self._hand_over_events(flush=now - self._last_flush >= self.TENSORBOARD_FLUSH_SECS)
+        elif now - self._events[0][2] >= self.TENSORBOARD_HAND_OVER_SECS:
+            self._hand_over_events()
 
     def _hand_over_events(self, flush=False):
         writer = self._tensorboard()
@@ -288,6 +295,7 @@ class LogHistory(Callback):
         self._events.clear()
         if flush:
             writer.flush()
+            self._last_flush = time.time()
 
     def _tensorboard(self):
         """The SummaryWriter, created on first use (main process only); None when turned off."""
