@@ -38,10 +38,13 @@ def total_loss(losses) -> torch.Tensor:
     )
 
 
+_SEQUENCES = (tuple, list)
+
+
 def batch_size(inputs) -> int:
     """Number of samples in a batch: the first dimension of its first tensor (0 if none)."""
-    first = inputs[0] if isinstance(inputs, (tuple, list)) and inputs else inputs
-    if isinstance(first, torch.Tensor) and first.dim():  # the usual (inputs, targets) batch, in one step
+    first = inputs[0] if isinstance(inputs, _SEQUENCES) and inputs else inputs
+    if isinstance(first, torch.Tensor) and first.ndim:  # the usual (inputs, targets) batch: called every step
         return first.shape[0]
     if isinstance(inputs, torch.Tensor):
         return 1

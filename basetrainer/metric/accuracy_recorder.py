@@ -117,7 +117,8 @@ class ClassificationTally:
     """Confusion counts and top-k hit counts, kept on the device without a host sync per batch.
 
     ``update`` appends references to a batch's logits and targets; every ``fold_every``
-    batches, or once they hold ``fold_elements`` logits (16 MB of float32 by default),
+    batches, or fewer when that many would hold over ``fold_elements`` logits (16 MB of
+    float32 by default; counted from the first batch of each fold),
     they are concatenated and counted in a few kernels (max, bincount or index_add, topk),
     none of which waits for the device. Few, large folds: inside a training loop each
     kernel launch costs far more than its work on a few thousand logits.
@@ -131,15 +132,17 @@ class ClassificationTally:
 
     def reset(self) -> None:
         self._pending = []
-        self._pending_elements = 0
+        self._fold_at = self.fold_every  # batches per fold, set by the first batch of each
         self.num_classes = 0
         self.pairs = None  # flat confusion counts, see classification_report.count_pairs
         self.topk_hits = None  # int64, one count per k in topk
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        self._pending.append((logits.detach(), targets))  # integer targets carry no graph
-        self._pending_elements += logits.numel()
-        if len(self._pending) >= self.fold_every or self._pending_elements >= self.fold_elements:
+        pending = self._pending
+        if not pending:  # the fold's size in batches, from its first batch's size
+            self._fold_at = max(1, min(self.fold_every, self.fold_elements // max(1, logits.numel())))
+        pending.append((logits.detach(), targets))  # integer targets carry no graph
+        if len(pending) >= self._fold_at:
             self.fold()
 
     def fold(self) -> None:
@@ -147,7 +150,7 @@ class ClassificationTally:
             return
         logits = torch.cat([item[0] for item in self._pending])
         targets = torch.cat([item[1] for item in self._pending])
-        self._pending, self._pending_elements = [], 0
+        self._pending = []
         if logits.dim() != 2 or targets.dim() != 1 or targets.is_floating_point():
             raise TypeError(f"AccuracyRecorder needs (batch, classes) logits and (batch,) integer targets; "
                             f"got logits {tuple(logits.shape)} and targets {tuple(targets.shape)} {targets.dtype}")
