@@ -12,16 +12,25 @@ rounds interleaved so that drifts in machine speed hit every variant alike:
   loss and accuracy recorders, history logging (text, CSV, TensorBoard) and a checkpoint
   at every epoch end.
 
-It prints each variant's median seconds for the 2,000 steps and the ratio to ``hand``,
-then the steady-state cost per step: the slope between runs of 400 and 2,000 steps,
-which leaves out one-off costs (building the trainer, the TensorBoard writer, the
-training-curves picture drawn at the end).
+It prints, for each variant, the median seconds of the 2,000 steps and its ratio to
+``hand`` (the targets' measure), then two parts of it:
 
-    python bench/overhead.py [--rounds 7] [--log-freq 50]
+- ``median step``: the median time between two batches of a run, taken from a batch list
+  that stamps the clock as each batch is drawn (separate, interleaved runs). It is the
+  steady cost of one step, and on a shared machine it is far steadier than whole-run
+  times, because one slow step moves a median by nothing;
+- ``rest``: the run's time beyond 2,000 median steps, minus the same for ``hand`` (whose
+  rest is its own slow steps: collections, timer interrupts). It is the periodic work
+  (NaN checks and loss sums every 50 batches, log lines, accuracy folds) plus the one-off
+  work (building the trainer, the TensorBoard writer, checkpoints, the training-curves
+  picture drawn at the end when matplotlib is installed; ``--no-plot`` leaves it out).
+
+    python bench/overhead.py [--rounds 7] [--log-freq 50] [--no-plot]
 """
 import argparse
 import contextlib
 import gc
+import importlib.util
 import logging
 import os
 import statistics
@@ -115,7 +124,7 @@ def trainer_with_callbacks(batches, args):
             AccuracyRecorder(indicator="Acc"),
             LossesRecorder(indicator="loss"),
             LogHistory(log_dir=os.path.join(work_dir, "log"), log_freq=args.log_freq, logger=logger,
-                       indicators=["loss", "Acc"]),
+                       indicators=["loss", "Acc"], plot=not getattr(args, "no_plot", False)),
             ModelCheckpoint(model_dir=os.path.join(work_dir, "model"), indicator="Acc"),
         ]
 
@@ -130,37 +139,61 @@ VARIANTS = {"hand": hand_loop, "trainer": trainer_loop, "trainer-nochecks": trai
             "trainer+callbacks": trainer_with_callbacks}
 
 
+class StampedBatches(list):
+    """The batches, stamping ``time.perf_counter()`` into ``stamps`` as each is drawn."""
+
+    def __iter__(self):
+        stamps, clock = self.stamps, time.perf_counter
+        for batch in list.__iter__(self):
+            stamps.append(clock())
+            yield batch
+
+
+def median_step(stamps, steps_per_epoch):
+    """The median time between consecutive batches of an epoch (epoch boundaries left out)."""
+    gaps = [b - a for i, (a, b) in enumerate(zip(stamps, stamps[1:])) if (i + 1) % steps_per_epoch]
+    return statistics.median(gaps)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--log-freq", type=int, default=50, help="LogHistory's log_freq (iterations)")
+    parser.add_argument("--no-plot", action="store_true", help="LogHistory draws no training-curves picture")
     args = parser.parse_args()
     torch.set_num_threads(1)
     logging.getLogger("basetrainer").setLevel(logging.WARNING)
-    lengths = {"full": make_batches(), "short": make_batches(STEPS_PER_EPOCH // 5)}
+    batches = make_batches()
     for fn in VARIANTS.values():  # warm-up: first-call costs (allocator, dispatcher caches, imports)
-        fn(lengths["short"], args)
-    times = {(name, length): [] for name in VARIANTS for length in lengths}
+        fn(batches[: STEPS_PER_EPOCH // 5], args)
     names = list(VARIANTS)
+    whole, steps = {name: [] for name in names}, {name: [] for name in names}
     for r in range(args.rounds):
-        for length, batches in lengths.items():
-            for name in names[r % len(names):] + names[: r % len(names)]:  # rotate who goes first
-                gc.collect()  # every run starts with the same garbage-collector state
-                start = time.perf_counter()
-                VARIANTS[name](batches, args)
-                times[name, length].append(time.perf_counter() - start)
-    med = {key: statistics.median(values) for key, values in times.items()}
-    steps = {"full": STEPS_PER_EPOCH * EPOCHS, "short": STEPS_PER_EPOCH // 5 * EPOCHS}
-    per_step = {name: (med[name, "full"] - med[name, "short"]) / (steps["full"] - steps["short"]) for name in names}
-    print(f"MLP 64-128-10, batch {BATCH}, {steps['full']} steps ({EPOCHS} epochs), 1 thread, "
-          f"{args.rounds} interleaved rounds, LogHistory log_freq {args.log_freq}, "
-          f"torch {torch.__version__}, python {sys.version.split()[0]}")
-    print(f"{'variant':<20}{'2000 steps s':>13}{'vs hand':>9}{'per step us':>13}{'vs hand':>9}{'min s':>8}{'max s':>8}")
+        for name in names[r % len(names):] + names[: r % len(names)]:  # rotate who goes first
+            gc.collect()  # every run starts with the same garbage-collector state
+            start = time.perf_counter()
+            VARIANTS[name](batches, args)
+            whole[name].append(time.perf_counter() - start)
+            stamped = StampedBatches(batches)
+            stamped.stamps = []
+            gc.collect()
+            VARIANTS[name](stamped, args)
+            steps[name].append(median_step(stamped.stamps, STEPS_PER_EPOCH))
+    total = STEPS_PER_EPOCH * EPOCHS
+    med = {name: statistics.median(whole[name]) for name in names}
+    step = {name: statistics.median(steps[name]) for name in names}
+    rest = {name: med[name] - total * step[name] for name in names}
+    plot = "no picture (--no-plot)" if args.no_plot else (
+        "curves picture drawn" if importlib.util.find_spec("matplotlib") else "no picture (no matplotlib)")
+    print(f"MLP 64-128-10, batch {BATCH}, {total} steps ({EPOCHS} epochs), 1 thread, {args.rounds} interleaved "
+          f"rounds, LogHistory log_freq {args.log_freq}, {plot}, torch {torch.__version__}, "
+          f"python {sys.version.split()[0]}")
+    print(f"{'variant':<20}{'2000 steps s':>13}{'vs hand':>9}{'median step us':>16}{'vs hand':>9}"
+          f"{'rest ms':>9}{'min s':>8}{'max s':>8}")
     for name in names:
-        full = times[name, "full"]
-        print(f"{name:<20}{med[name, 'full']:>13.3f}{med[name, 'full'] / med['hand', 'full']:>9.3f}"
-              f"{per_step[name] * 1e6:>13.1f}{per_step[name] / per_step['hand']:>9.3f}"
-              f"{min(full):>8.3f}{max(full):>8.3f}")
+        print(f"{name:<20}{med[name]:>13.3f}{med[name] / med['hand']:>9.3f}{step[name] * 1e6:>16.1f}"
+              f"{step[name] / step['hand']:>9.3f}{(rest[name] - rest['hand']) * 1e3:>9.1f}"
+              f"{min(whole[name]):>8.3f}{max(whole[name]):>8.3f}")
 
 
 if __name__ == "__main__":
