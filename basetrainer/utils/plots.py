@@ -57,7 +57,7 @@ def training_curves_figure(rows):
             values = [as_float(row.get(key)) for row in rows]
             if any(v == v for v in values):
                 ax.plot(epochs, values, marker="o", markersize=3, label=label)
-        ax.set_title(name)
+        ax.set_title(name, y=1.0)  # a fixed place: finding one clear of the ticks costs half the drawing
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if name != "lr" and _spans_decades(ax):  # e.g. a first-epoch loss 1000x the last flattens the rest
@@ -119,7 +119,8 @@ def _save(figure, path) -> str:
     """Writes the PNG next to ``path`` first, so a reader never sees half a picture."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     temporary = path + ".tmp.png"
-    figure.savefig(temporary, format="png", dpi=100)
+    # zlib level 1: files ~20% larger than at the default 6, encoded in a fraction of the time
+    figure.savefig(temporary, format="png", dpi=100, pil_kwargs={"compress_level": 1})
     os.replace(temporary, path)
     return path
 
