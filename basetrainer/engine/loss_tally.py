@@ -108,11 +108,9 @@ class LossTally:
 
     def load_state_dict(self, state: dict, device=None) -> None:
         """Restores the sums of an epoch interrupted part-way (after ``start_epoch``)."""
-        parts = [state.get("loss_sum"), state.get("weighted_sum")]
-        if parts[0] is None:
-            self.sums = None
-        else:
-            self.sums = torch.stack([torch.as_tensor(0.0 if p is None else p, dtype=torch.float64).reshape(())
-                                     for p in parts]).to(device or "cpu")
+        loss_sum, weighted_sum = state.get("loss_sum"), state.get("weighted_sum")
+        self.sums = None if loss_sum is None else torch.tensor(
+            [float(loss_sum), 0.0 if weighted_sum is None else float(weighted_sum)], dtype=torch.float64,
+            device=device or "cpu")
         self.batches = int(state.get("batches", 0))
         self.samples = int(state.get("samples", 0))
