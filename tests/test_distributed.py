@@ -153,6 +153,33 @@ def test_two_machines_on_loopback_train_like_one_machine_with_as_many_processes(
     assert same_weights(load_result(tmp_path / "w.pt")["weights"], spawned)
 
 
+SUMS_WORKER = """
+import json, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+from basetrainer.engine import comm
+from basetrainer.metric.meters import mean_over_ranks
+
+def work(rank, port, out):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    sums = comm.sum_over_ranks(torch.tensor(rank + 0.5, dtype=torch.float64), 10 * rank + 1, torch.tensor(2.0))
+    mean = mean_over_ranks(torch.tensor(3.0 * (rank + 1)), rank + 1)  # (3 + 6) / (1 + 2)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"sums": sums, "mean": mean}, f)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(work, args=(int(sys.argv[1]), sys.argv[2]), nprocs=2)
+"""
+
+
+def test_sums_over_ranks_add_every_ranks_numbers_and_tensors(tmp_path):
+    out, script = tmp_path / "sums.json", tmp_path / "sums_worker.py"
+    script.write_text(SUMS_WORKER)
+    result = run_python([script, free_port(), out])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(out.read_text()) == {"sums": [2.0, 12.0, 4.0], "mean": 3.0}
+
+
 def test_more_gpus_than_present_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
