@@ -69,6 +69,35 @@ def test_callback_events_fire_in_the_documented_order():
     ]
 
 
+class Crash(Callback):
+    def __init__(self, at_batch, error=RuntimeError("boom")):
+        super().__init__()
+        self.at_batch, self.error = at_batch, error
+
+    def on_batch_end(self, batch, logs):
+        if batch == self.at_batch:
+            raise self.error
+
+
+def test_an_error_fires_on_exception_instead_of_the_remaining_events_and_propagates():
+    log = EventLog()
+    with pytest.raises(RuntimeError, match="boom"):
+        ToyTrainer(toy_cfg(num_epochs=2, train_size=48, batch_size=16, callbacks=[log, Crash(at_batch=1)])).run()
+    assert log.events[-3:] == [("on_train_summary", 0, 1), ("on_batch_end", 1), ("on_exception", "RuntimeError")]
+
+
+def test_an_on_exception_handler_that_fails_is_logged_and_the_original_error_still_propagates(caplog):
+    class Clumsy(Callback):
+        def on_exception(self, error, logs):
+            raise ValueError("clumsy")
+
+    log = EventLog()
+    with pytest.raises(RuntimeError, match="boom"):
+        ToyTrainer(toy_cfg(num_epochs=1, callbacks=[Clumsy(), log, Crash(at_batch=0)])).run()
+    assert log.events[-1] == ("on_exception", "RuntimeError")  # the callbacks after the clumsy one ran too
+    assert "Clumsy.on_exception failed while training stopped on RuntimeError" in caplog.text
+
+
 def test_test_events_fire_even_without_a_test_loader():
     log = EventLog()
     ToyTrainer(toy_cfg(num_epochs=1, train_size=16, batch_size=16, test_size=0, callbacks=[log])).run()

@@ -97,3 +97,6 @@ class EventLog(Callback):
 
     def on_train_end(self, logs):
         self.events.append(("on_train_end",))
+
+    def on_exception(self, error, logs):
+        self.events.append(("on_exception", type(error).__name__))

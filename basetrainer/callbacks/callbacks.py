@@ -1,8 +1,11 @@
 """The callback base class and the list that dispatches events to callbacks."""
+import logging
 import weakref
 
 from ..engine import comm
 from ..engine.batch import total_loss
+
+logger = logging.getLogger("basetrainer")
 
 # Callbacks run in ascending priority; equal priorities keep the order of build_callbacks.
 HIGHEST = 0
@@ -22,6 +25,7 @@ EVENTS = (
     "on_test_end",
     "on_epoch_end",
     "on_train_end",
+    "on_exception",
 )
 
 
@@ -51,6 +55,12 @@ class Callback:
                                                  # then loggers write, then checkpoints save
             if trainer.stop_training: break
         on_train_end(logs)
+
+    If anything raises on the way (a NaN loss, ``TrainingInterrupted`` after a stop signal,
+    Ctrl-C, a bug), ``on_exception(error, logs)`` fires instead of the events still to
+    come, and the exception then propagates. It is the place to flush and close what a
+    callback buffers or opened; it must not use collectives (other ranks may not have
+    failed), and an error raised in it is logged without hiding the original one.
 
     ``inputs`` are the batch as the loader gave it, moved to the device; ``outputs`` and
     ``losses`` are what ``run_step`` returned (``losses``: a tensor, a list or a dict of
@@ -134,6 +144,9 @@ class Callback:
     def on_train_end(self, logs: dict):
         pass
 
+    def on_exception(self, error: BaseException, logs: dict):
+        pass
+
 
 class CallbackList:
     """Dispatches each event to the callbacks that override it, in priority order.
@@ -195,6 +208,14 @@ class CallbackList:
     def on_train_end(self, logs):
         for fn in self._on_train_end:
             fn(logs)
+
+    def on_exception(self, error, logs):
+        for fn in self._on_exception:
+            try:
+                fn(error, logs)
+            except Exception:  # the error that stopped training is the one to report
+                logger.exception("%s.on_exception failed while training stopped on %s",
+                                 type(getattr(fn, "__self__", fn)).__name__, type(error).__name__)
 
 
 def batch_loss(callback: Callback, losses):

@@ -147,15 +147,23 @@ class LogHistory(Callback):
     def on_train_end(self, logs):
         if not self._writes():
             return
+        self._close_tensorboard()
+        if self.plot and self.history:
+            from ..utils import plots
+
+            plots.plot_training_curves([self._csv_row(record) for record in self.history], self.curves_path)
+
+    def on_exception(self, error, logs):
+        # The step scalars up to a crash (a NaN loss, say) are what one wants to look at.
+        if self._writes():
+            self._close_tensorboard()
+
+    def _close_tensorboard(self):
         if self._events:
             self._hand_over_events()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        if self.plot and self.history:
-            from ..utils import plots
-
-            plots.plot_training_curves([self._csv_row(record) for record in self.history], self.curves_path)
 
     # ------------------------------------------------------------------ per-step line
     def _reset_window(self, now, first_batch=0):

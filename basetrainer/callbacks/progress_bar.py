@@ -98,3 +98,6 @@ class ProgressBar(Callback):
 
     def on_train_end(self, logs):
         self._close()
+
+    def on_exception(self, error, logs):
+        self._close()  # the error's message then starts on a line of its own

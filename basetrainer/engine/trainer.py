@@ -169,19 +169,23 @@ class EngineTrainer:
         logs["epoch"] = self.start_epoch
         self.stop_training = False
         with signals.handling(self._on_stop_signal):
-            events.on_train_begin(logs)
-            for epoch in range(self.start_epoch, self.num_epochs):
-                if self.stop_training:  # set before this epoch, e.g. restored by a resumed EarlyStopping
-                    break
-                self.epoch = logs["epoch"] = epoch
-                self._epoch_done = False
-                self._start_loss_tally()
-                events.on_epoch_begin(epoch, logs)
-                self.train_epoch(logs)
-                self.test_epoch(logs)
-                self._epoch_done = True
-                events.on_epoch_end(epoch, logs)
-            events.on_train_end(logs)
+            try:
+                events.on_train_begin(logs)
+                for epoch in range(self.start_epoch, self.num_epochs):
+                    if self.stop_training:  # set before this epoch, e.g. restored by a resumed EarlyStopping
+                        break
+                    self.epoch = logs["epoch"] = epoch
+                    self._epoch_done = False
+                    self._start_loss_tally()
+                    events.on_epoch_begin(epoch, logs)
+                    self.train_epoch(logs)
+                    self.test_epoch(logs)
+                    self._epoch_done = True
+                    events.on_epoch_end(epoch, logs)
+                events.on_train_end(logs)
+            except BaseException as error:  # callbacks flush and close, then the error goes on
+                events.on_exception(error, logs)
+                raise
         return logs
 
     def train_epoch(self, logs):
