@@ -166,13 +166,15 @@ class LogHistory(Callback):
             self._writer = None
 
     # ------------------------------------------------------------------ per-step line
-    def _reset_window(self, now, first_batch=0):
+    def _reset_window(self, now, first_batch=0, tally_now=None):
         """Starts the window of the next log line at ``first_batch``: its losses are what the
-        trainer's loss tally sums from here on."""
+        trainer's loss tally sums from here on. ``tally_now``: the tally's ``(loss_sum,
+        batches, samples)`` if the caller has just read them, else they are read here."""
         trainer = self.trainer
-        if trainer is not None:
+        if tally_now is None and trainer is not None:
             loss_sum, _, batches, samples = trainer.loss_tally.totals(trainer.device)
-            self._tally_before = (loss_sum, batches, samples)
+            tally_now = (loss_sum, batches, samples)
+        self._tally_before = tally_now
         self._window_first_batch = first_batch
         self._data_seconds = 0.0
         self._window_started = self._last_batch_end = now
@@ -183,13 +185,14 @@ class LogHistory(Callback):
             return
         sum_before, batches_before, samples_before = self._tally_before
         loss_sum, _, batches, samples = trainer.loss_tally.totals(trainer.device)
+        tally_now = (loss_sum, batches, samples)
         loss_sum, count, samples = comm.sum_over_ranks(loss_sum - sum_before, batches - batches_before,
                                                        samples - samples_before)
         now = time.perf_counter()
         elapsed = max(now - self._window_started, 1e-9)
         data_share = self._data_seconds / elapsed
         seconds_per_batch = elapsed / (batch + 1 - self._window_first_batch)
-        self._reset_window(now, batch + 1)
+        self._reset_window(now, batch + 1, tally_now)
         if not self._writes() or not count:  # count 0: every batch of the window was a skipped step
             return
         loss, lr, speed = loss_sum / count, as_float(logs.get("lr")), samples / elapsed
