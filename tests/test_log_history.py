@@ -18,6 +18,7 @@ from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.engine.batch import total_loss
 from basetrainer.metric.accuracy_recorder import AccuracyRecorder
+from toy import Crash
 from workers.metrics_worker import ClassifierTrainer, cfg
 
 EPOCHS, STEPS, LOG_FREQ = 3, 6, 2
@@ -216,21 +217,9 @@ def test_epoch_ends_flush_tensorboard_at_most_every_flush_secs(tmp_path, monkeyp
     assert epochs == [STEPS - 1, 2 * STEPS - 1, 3 * STEPS - 1]
 
 
-class CrashAt(Callback):
-    priority = LOWEST  # after LogHistory has logged the batch
-
-    def __init__(self, epoch, batch):
-        super().__init__()
-        self.epoch, self.batch = epoch, batch
-
-    def on_batch_end(self, batch, logs):
-        if (self.trainer.epoch, batch) == (self.epoch, self.batch):
-            raise RuntimeError("crash")
-
-
 def test_step_scalars_logged_before_a_crash_reach_tensorboard(tmp_path):
     with pytest.raises(RuntimeError, match="crash"):
-        train(tmp_path / "log", num_epochs=2, spy=CrashAt(1, 4))
+        train(tmp_path / "log", num_epochs=2, spy=Crash(batch=4, epoch=1, error=RuntimeError("crash")))
     steps = [step for step, _ in scalars(tmp_path / "log")["train/loss_step"]]
     assert steps == [1, 3, 5, STEPS + 1, STEPS + 3]  # epoch 1's two lines were still queued at the crash
 

@@ -11,7 +11,7 @@ import torch.nn as nn
 from basetrainer.callbacks.callbacks import Callback
 from basetrainer.engine.batch import move_to_device
 from basetrainer.errors import ConfigError, NonFiniteLossError
-from toy import EventLog, ToyTrainer, toy_cfg
+from toy import Crash, EventLog, ToyTrainer, toy_cfg
 
 
 def weights(trainer):
@@ -69,20 +69,10 @@ def test_callback_events_fire_in_the_documented_order():
     ]
 
 
-class Crash(Callback):
-    def __init__(self, at_batch, error=RuntimeError("boom")):
-        super().__init__()
-        self.at_batch, self.error = at_batch, error
-
-    def on_batch_end(self, batch, logs):
-        if batch == self.at_batch:
-            raise self.error
-
-
 def test_an_error_fires_on_exception_instead_of_the_remaining_events_and_propagates():
     log = EventLog()
     with pytest.raises(RuntimeError, match="boom"):
-        ToyTrainer(toy_cfg(num_epochs=2, train_size=48, batch_size=16, callbacks=[log, Crash(at_batch=1)])).run()
+        ToyTrainer(toy_cfg(num_epochs=2, train_size=48, batch_size=16, callbacks=[log, Crash(batch=1)])).run()
     assert log.events[-3:] == [("on_train_summary", 0, 1), ("on_batch_end", 1), ("on_exception", "RuntimeError")]
 
 
@@ -93,7 +83,7 @@ def test_an_on_exception_handler_that_fails_is_logged_and_the_original_error_sti
 
     log = EventLog()
     with pytest.raises(RuntimeError, match="boom"):
-        ToyTrainer(toy_cfg(num_epochs=1, callbacks=[Clumsy(), log, Crash(at_batch=0)])).run()
+        ToyTrainer(toy_cfg(num_epochs=1, callbacks=[Clumsy(), log, Crash(batch=0)])).run()
     assert log.events[-1] == ("on_exception", "RuntimeError")  # the callbacks after the clumsy one ran too
     assert "Clumsy.on_exception failed while training stopped on RuntimeError" in caplog.text
 

@@ -3,7 +3,7 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from basetrainer.callbacks.callbacks import Callback
+from basetrainer.callbacks.callbacks import LOWEST, Callback
 from basetrainer.engine.trainer import EngineTrainer
 
 
@@ -100,3 +100,17 @@ class EventLog(Callback):
 
     def on_exception(self, error, logs):
         self.events.append(("on_exception", type(error).__name__))
+
+
+class Crash(Callback):
+    """Raises ``error`` at the end of batch ``batch`` (of ``epoch``, or of any epoch), after every other callback."""
+
+    priority = LOWEST
+
+    def __init__(self, batch, epoch=None, error=None):
+        super().__init__()
+        self.batch, self.epoch, self.error = batch, epoch, error or RuntimeError("boom")
+
+    def on_batch_end(self, batch, logs):
+        if batch == self.batch and self.epoch in (None, self.trainer.epoch):
+            raise self.error
