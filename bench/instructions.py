@@ -7,15 +7,20 @@ short and a long run, dumps the counters between runs (``callgrind_control --dum
 and prints the instructions per step (the slope between the two lengths, so start-up
 and per-epoch costs cancel) and the ratio to the hand-written loop.
 
+Each variant runs in a valgrind process of its own (as many at once as there are cores):
+glibc's allocator takes slower paths depending on what earlier runs left on the heap, and
+with all variants in one process their figures moved by ~0.3% with the order they ran in.
+
 Under valgrind the program runs ~400x slower, so work triggered by the clock would happen
 far more often per step than in real runs: the progress bar's redraw interval is
 stretched by that factor to keep its redraws per step as they are outside. Work
 triggered by counts (log_freq, epochs) is counted as it is. Every run starts after a
 ``gc.collect()``, so that where a collection falls does not depend on the runs before.
 
-    python bench/instructions.py                 # needs valgrind; takes ~5 minutes
+    python bench/instructions.py                 # needs valgrind; ~8 minutes on 2 cores
     python bench/instructions.py trainer         # only these variants (and the hand-written loop)
 """
+import concurrent.futures
 import gc
 import glob
 import os
@@ -62,17 +67,11 @@ def inside_valgrind():
             subprocess.run(["callgrind_control", f"--dump={name}@{length}", pid], capture_output=True, check=True)
 
 
-def main():
-    import overhead
-
-    known = tuple(overhead.VARIANTS)
-    unknown = [name for name in sys.argv[1:] if name not in known]
-    if unknown:
-        sys.exit(f"error: unknown variant {unknown[0]!r}: choose from {', '.join(known[1:])}")
-    variants = ("hand", *[name for name in sys.argv[1:] if name != "hand"]) if sys.argv[1:] else known
+def count_in_valgrind(variant):
+    """The instruction totals of ``variant``'s runs, from a valgrind process of its own."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", BASETRAINER_BENCH_VARIANTS=",".join(variants),
+        env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", BASETRAINER_BENCH_VARIANTS=variant,
                    PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
                         os.path.abspath(__file__)], env=env, check=True, stdout=subprocess.DEVNULL,
@@ -84,6 +83,21 @@ def main():
             total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
             if label and total:
                 totals[label.group(1) or label.group(2)] = int(total.group(1))
+        return totals
+
+
+def main():
+    import overhead
+
+    known = tuple(overhead.VARIANTS)
+    unknown = [name for name in sys.argv[1:] if name not in known]
+    if unknown:
+        sys.exit(f"error: unknown variant {unknown[0]!r}: choose from {', '.join(known[1:])}")
+    variants = ("hand", *[name for name in sys.argv[1:] if name != "hand"]) if sys.argv[1:] else known
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        totals = {}
+        for counts in pool.map(count_in_valgrind, variants):
+            totals.update(counts)
     steps = (LONG - SHORT) * EPOCHS
     per_step = {name: (totals[f"{name}@long"] - totals[f"{name}@short"]) / steps for name in variants}
     print(f"MLP 64-128-10, batch 64, runs of {SHORT * EPOCHS} and {LONG * EPOCHS} steps, 1 thread, callgrind")
