@@ -9,7 +9,7 @@ and per-epoch costs cancel) and the ratio to the hand-written loop.
 
 Each variant runs in a valgrind process of its own (as many at once as there are cores):
 glibc's allocator takes slower paths depending on what earlier runs left on the heap, and
-with all variants in one process their figures moved by ~0.3% with the order they ran in.
+with all variants in one process their figures moved by up to ~1% with the order they ran in.
 
 Under valgrind the program runs ~400x slower, so work triggered by the clock would happen
 far more often per step than in real runs: the progress bar's redraw interval is

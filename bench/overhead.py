@@ -11,8 +11,8 @@ rounds interleaved so that drifts in machine speed hit every variant alike:
   check costs by itself, so the trainer's ratio to it is the engine's own cost for the
   same work;
 - ``trainer``: EngineTrainer with no callbacks and no progress bar;
-- ``trainer-nochecks``: the same with ``nonfinite_loss: ignore``, which drops the NaN/inf
-  loss checks (what they cost on this tiny step);
+- ``trainer-nochecks``: the same with ``nonfinite_loss: ignore``, which drops the check's
+  read-back; the loss window stays, since it also feeds the epoch's loss sums;
 - ``trainer+callbacks``: EngineTrainer with the callbacks a user has on: progress bar,
   loss and accuracy recorders, history logging (text, CSV, TensorBoard) and a checkpoint
   at every epoch end.
@@ -168,8 +168,8 @@ def trainer_with_callbacks(batches, args):
     return trainer.model
 
 
-VARIANTS = {"hand": hand_loop, "hand+checks": hand_loop_checked, "trainer": trainer_loop, "trainer-nochecks": trainer_unchecked,
-            "trainer+callbacks": trainer_with_callbacks}
+VARIANTS = {"hand": hand_loop, "hand+checks": hand_loop_checked, "trainer": trainer_loop,
+            "trainer-nochecks": trainer_unchecked, "trainer+callbacks": trainer_with_callbacks}
 
 
 class StampedBatches(list):
