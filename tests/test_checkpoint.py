@@ -94,6 +94,24 @@ def test_resume_auto_without_a_checkpoint_starts_from_scratch(tmp_path):
     assert trainer.iteration == trainer.num_steps
 
 
+def _resume_warnings(tmp_path, caplog, **changes):
+    ToyTrainer(toy_cfg(num_epochs=1, lr=0.1, callbacks=[ModelCheckpoint(model_dir=str(tmp_path))])).run()
+    cfg = toy_cfg(**{"num_epochs": 1, "lr": 0.1, "resume": str(tmp_path / "last.pth"), **changes})
+    with caplog.at_level("WARNING", logger="basetrainer"):
+        ToyTrainer(cfg).run()
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_resuming_with_other_training_settings_names_each_change_in_one_warning(tmp_path, caplog):
+    warnings = _resume_warnings(tmp_path, caplog, num_epochs=2, lr=0.05)
+    assert len(warnings) == 1
+    assert "last.pth was written with other settings (num_epochs 1 -> 2, lr 0.1 -> 0.05)" in warnings[0]
+
+
+def test_resuming_with_the_same_settings_warns_of_nothing(tmp_path, caplog):
+    assert _resume_warnings(tmp_path, caplog) == []
+
+
 def test_a_full_checkpoint_holds_only_plain_types_and_everything_a_continuation_needs(tmp_path):
     checkpointer = ModelCheckpoint(model_dir=str(tmp_path))
     ToyTrainer(toy_cfg(num_epochs=1, callbacks=[checkpointer], amp="bf16")).run()

@@ -34,6 +34,9 @@ from .parallel import build_model_parallel, is_ddp, unwrap_model
 logger = logging.getLogger("basetrainer")
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Settings that change what the remaining steps do: a resume that changes one is no exact continuation.
+_RUN_SETTINGS = ("num_epochs", "lr", "batch_size", "optim_type", "momentum", "weight_decay", "loss_type",
+                 "scheduler", "milestones", "num_warn_up", "accumulate_grad_batches", "clip_grad_norm", "amp")
 _AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                 "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
 
@@ -443,6 +446,7 @@ class EngineTrainer:
                 logger.warning("%s holds no state for callback %s; it starts afresh", name, key)
         self.start_epoch, self.start_batch = int(state["epoch"]), int(state["batch"])
         self.iteration = int(state.get("iteration", 0))
+        self._warn_changed_settings(state.get("config"), name)
         self._pending_tally = state.get("loss_tally")
         rng = state.get("rng") or []
         if len(rng) == self.world_size:
@@ -451,6 +455,17 @@ class EngineTrainer:
             logger.warning("%s was written by %d process(es), this run has %d: random streams are reseeded, "
                            "so the continuation is not bit-exact", name, len(rng), self.world_size)
             seed_everything(self.seed + self.rank + 7919 * self.start_epoch)
+
+    def _warn_changed_settings(self, saved, name):
+        """Names the training settings that differ from those ``name`` was written with."""
+        if not isinstance(saved, dict) or not self.is_main_process:
+            return
+        now = to_plain(self.cfg)
+        changed = [f"{key} {saved[key]!r} -> {now[key]!r}" for key in _RUN_SETTINGS
+                   if key in saved and key in now and saved[key] != now[key]]
+        if changed:
+            logger.warning("%s was written with other settings (%s): training goes on with the new ones, "
+                           "so it does not continue the old run exactly", name, ", ".join(changed))
 
     def resume_or_seed(self):
         """Loads the checkpoint named by ``cfg.resume`` ("auto": the newest last.pth), else seeds per rank."""
