@@ -34,11 +34,11 @@ from .parallel import build_model_parallel, is_ddp, unwrap_model
 logger = logging.getLogger("basetrainer")
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+_AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
+                "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
 # Settings that change what the remaining steps do: a resume that changes one is no exact continuation.
 _RUN_SETTINGS = ("num_epochs", "lr", "batch_size", "optim_type", "momentum", "weight_decay", "loss_type",
                  "scheduler", "milestones", "num_warn_up", "accumulate_grad_batches", "clip_grad_norm", "amp")
-_AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
-                "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
 
 
 class EngineTrainer:
