@@ -2,10 +2,13 @@
 
 On a shared or virtual machine, wall-clock differences of a few microseconds per step are
 lost in noise; instruction counts are exact and repeatable. This script re-runs itself
-under ``valgrind --tool=callgrind``, trains each variant of ``bench/overhead.py`` for a
-short and a long run, dumps the counters between runs (``callgrind_control --dump``),
-and prints the instructions per step (the slope between the two lengths, so start-up
-and per-epoch costs cancel) and the ratio to the hand-written loop.
+under ``valgrind --tool=callgrind`` and counts a window of steady steps: each variant
+trains once to warm up (imports, dispatcher caches, the allocator), then trains again,
+and its batch list zeroes the counters as batch ON of the last epoch is drawn and dumps
+them as batch OFF is drawn (``callgrind_control``). So start-up, epoch ends and one-off
+work fall outside; the window holds the same number of NaN checks (every 50 batches)
+for every variant, and the batch list's own generator, the same for all. It prints the instructions per step and the ratio to the
+hand-written loop.
 
 Each variant runs in a valgrind process of its own (as many at once as there are cores):
 glibc's allocator takes slower paths depending on what earlier runs left on the heap, and
@@ -14,10 +17,10 @@ with all variants in one process their figures moved by up to ~1% with the order
 Under valgrind the program runs ~400x slower, so work triggered by the clock would happen
 far more often per step than in real runs: the progress bar's redraw interval is
 stretched by that factor to keep its redraws per step as they are outside. Work
-triggered by counts (log_freq, epochs) is counted as it is. Every run starts after a
-``gc.collect()``, so that where a collection falls does not depend on the runs before.
+triggered by counts (log_freq, epochs) is counted as it is. Both runs start after a
+``gc.collect()``.
 
-    python bench/instructions.py                 # needs valgrind; ~8 minutes on 2 cores
+    python bench/instructions.py                 # needs valgrind; ~10 minutes on 2 cores
     python bench/instructions.py trainer         # only these variants (and the hand-written loop)
 """
 import concurrent.futures
@@ -25,13 +28,15 @@ import gc
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SHORT, LONG, EPOCHS = 50, 150, 2  # batches per epoch of the two runs, epochs each
+WARM_UP, STEPS, EPOCHS = 50, 260, 2  # batches per epoch of the warm-up and the counted run, epochs each
+ON, OFF = 50, 250  # the counted window: batches ON..OFF-1 of the last epoch (4 NaN checks)
 VALGRIND_SLOWDOWN = 400  # measured here: ~220 us per hand-written step outside valgrind, ~90 ms inside
 
 
@@ -53,37 +58,49 @@ def inside_valgrind():
     class Args:
         log_freq = 50
 
-    variants = os.environ["BASETRAINER_BENCH_VARIANTS"].split(",")  # what main() chose
-    runs = {"short": overhead.make_batches(SHORT), "long": overhead.make_batches(LONG)}
-    for name in variants:  # first-call costs (imports, allocator) out of the way
-        overhead.VARIANTS[name](runs["short"], Args)
+    name = os.environ["BASETRAINER_BENCH_VARIANT"]  # what main() chose
     pid = str(os.getpid())
-    subprocess.run(["callgrind_control", "--dump=warm-up", pid], capture_output=True, check=True)
-    for name in variants:
-        for length, batches in runs.items():
-            gc.collect()  # the same collector state for every run: otherwise where a collection falls is luck
-            subprocess.run(["callgrind_control", "--dump=gc", pid], capture_output=True, check=True)
-            overhead.VARIANTS[name](batches, Args)
-            subprocess.run(["callgrind_control", f"--dump={name}@{length}", pid], capture_output=True, check=True)
+
+    class Counted(list):
+        """The batches; in the last epoch of a counted run, callgrind's counters are zeroed as
+        batch ON is drawn and dumped as batch OFF is drawn."""
+        epochs = 0
+        counted = False
+        dumped = False
+
+        def __iter__(self):
+            self.epochs += 1
+            counting = self.counted and self.epochs == EPOCHS
+            for i, batch in enumerate(list.__iter__(self)):
+                if counting and i == ON:
+                    subprocess.run(["callgrind_control", "--zero", pid], capture_output=True, check=True)
+                elif counting and i == OFF:
+                    subprocess.run(["callgrind_control", f"--dump={name}", pid], capture_output=True, check=True)
+                    self.dumped = True
+                yield batch
+
+    for counted, steps in ((False, WARM_UP), (True, STEPS)):  # a warm-up run, then the counted one
+        run = Counted(overhead.make_batches(steps))
+        run.counted = counted
+        gc.collect()  # the same collector state for both runs: otherwise where a collection falls is luck
+        overhead.VARIANTS[name](run, Args)
+    if not run.dumped:
+        sys.exit(f"error: {name} did not draw batch {OFF} of epoch {EPOCHS}: nothing was counted")
 
 
 def count_in_valgrind(variant):
-    """The instruction totals of ``variant``'s runs, from a valgrind process of its own."""
+    """The instructions of ``variant``'s counted window, from a valgrind process of its own."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", BASETRAINER_BENCH_VARIANTS=variant,
+        env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", BASETRAINER_BENCH_VARIANT=variant,
                    PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-                        os.path.abspath(__file__)], env=env, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-        totals = {}
-        for path in glob.glob(out + ".*"):
-            text = open(path).read()
-            label = re.search(r"^desc: Trigger: Client Request: (\S+)|^desc: Trigger: dump (\S+)", text, re.M)
-            total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-            if label and total:
-                totals[label.group(1) or label.group(2)] = int(total.group(1))
-        return totals
+        done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                               os.path.abspath(__file__)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+        dumps = glob.glob(out + ".*")  # the window's dump; the one written at exit has no suffix
+        if done.returncode or len(dumps) != 1:
+            sys.exit(f"error: {variant} under valgrind: {done.stderr.strip().splitlines()[-1:]}")
+        return int(re.search(r"^(?:summary|totals): (\d+)", open(dumps[0]).read(), re.M).group(1))
 
 
 def main():
@@ -94,13 +111,14 @@ def main():
     if unknown:
         sys.exit(f"error: unknown variant {unknown[0]!r}: choose from {', '.join(known[1:])}")
     variants = ("hand", *[name for name in sys.argv[1:] if name != "hand"]) if sys.argv[1:] else known
+    missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
+    if missing:
+        sys.exit(f"error: {missing[0]} not found: install valgrind (e.g. apt-get install valgrind)")
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        totals = {}
-        for counts in pool.map(count_in_valgrind, variants):
-            totals.update(counts)
-    steps = (LONG - SHORT) * EPOCHS
-    per_step = {name: (totals[f"{name}@long"] - totals[f"{name}@short"]) / steps for name in variants}
-    print(f"MLP 64-128-10, batch 64, runs of {SHORT * EPOCHS} and {LONG * EPOCHS} steps, 1 thread, callgrind")
+        totals = dict(zip(variants, pool.map(count_in_valgrind, variants)))
+    per_step = {name: total / (OFF - ON) for name, total in totals.items()}
+    print(f"MLP 64-128-10, batch 64, 1 thread, callgrind: batches {ON}-{OFF - 1} of epoch {EPOCHS} "
+          f"(epochs of {STEPS} batches)")
     print(f"{'variant':<20}{'instructions/step':>18}{'vs hand':>9}")
     for name in variants:
         print(f"{name:<20}{per_step[name]:>18,.0f}{per_step[name] / per_step['hand']:>9.4f}")
