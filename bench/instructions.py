@@ -6,9 +6,9 @@ under ``valgrind --tool=callgrind`` and counts a window of steady steps: each va
 trains once to warm up (imports, dispatcher caches, the allocator), then trains again,
 and its batch list zeroes the counters as batch ON of the last epoch is drawn and dumps
 them as batch OFF is drawn (``callgrind_control``). So start-up, epoch ends and one-off
-work fall outside; the window holds the same number of NaN checks (every 50 batches)
-for every variant, and the batch list's own generator, the same for all. It prints the instructions per step and the ratio to the
-hand-written loop.
+work fall outside. The window holds the same number of NaN checks (every 50 batches)
+for every variant, and the batch list's own generator, the same for all. It prints the
+instructions per step and the ratio to the hand-written loop.
 
 Each variant runs in a valgrind process of its own (as many at once as there are cores):
 glibc's allocator takes slower paths depending on what earlier runs left on the heap, and
@@ -99,7 +99,9 @@ def count_in_valgrind(variant):
                               stderr=subprocess.PIPE, text=True)
         dumps = glob.glob(out + ".*")  # the window's dump; the one written at exit has no suffix
         if done.returncode or len(dumps) != 1:
-            sys.exit(f"error: {variant} under valgrind: {done.stderr.strip().splitlines()[-1:]}")
+            ours = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("==")]
+            last = (ours or ["no output"])[-1]  # the program's last line, not valgrind's summary
+            sys.exit(f"error: {variant} under valgrind exited with {done.returncode}: {last}")
         return int(re.search(r"^(?:summary|totals): (\d+)", open(dumps[0]).read(), re.M).group(1))
 
 
