@@ -18,8 +18,8 @@ def worker(rank: int, port: int, out_dir: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD_SIZE)
     try:
         prune_and_record(rank, out_dir)
-        # Tear down as launch() does: the model and its DDP wrapper (which holds the group) are gone,
-        # and both ranks are done communicating, before the group is destroyed.
+        # Before the group is destroyed: the model and its DDP wrapper (which holds the group) are
+        # released, as in launch() once the user's main returns, and both ranks are done communicating.
         gc.collect()
         dist.barrier()
     finally:
