@@ -1,5 +1,4 @@
 """Losses by name, alone or as a weighted combination."""
-import logging
 import numbers
 from typing import Dict, Optional, Sequence, Union
 
@@ -8,8 +7,9 @@ from torch import nn
 
 from ..errors import ConfigError
 from .losses import FocalLoss, OneHotBCEWithLogitsLoss, WeightedLosses
+from ..utils.log import get_logger
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 # Spellings users write (case, "-" and "_" ignored) -> the loss they mean.
 _NAMES = {

@@ -16,7 +16,6 @@ file counts) written before the rename lets a later call check it and skip the w
 import gzip
 import hashlib
 import json
-import logging
 import os
 import shutil
 import tempfile
@@ -24,8 +23,9 @@ import tempfile
 import numpy as np
 
 from ..errors import DataError
+from ..utils.log import get_logger
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 DIGITS_CSV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "digits.csv.gz")
 CLASSES = tuple(str(digit) for digit in range(10))

@@ -1,5 +1,4 @@
 """torchvision's ImageFolder with one-line errors that name the folder or file, and a policy for unreadable images."""
-import logging
 import os
 
 from PIL import UnidentifiedImageError
@@ -7,8 +6,9 @@ from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from ..errors import ConfigError, DataError
+from ..utils.log import get_logger
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 BAD_IMAGE_POLICIES = ("skip", "raise")
 

@@ -3,11 +3,9 @@
 torchvision is imported inside the functions, so importing basetrainer stays light.
 """
 import difflib
-import logging
 import numbers
 import os
 import shutil
-import tempfile
 import urllib.request
 from typing import Sequence, Union
 
@@ -15,8 +13,10 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError, ConfigError
+from ..utils.file_utils import atomic_write
+from ..utils.log import get_logger
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 DOWNLOAD_TIMEOUT_S = 10
 # Family names -> the member people usually mean.
@@ -121,16 +121,10 @@ def _torchvision_weights_file(name: str, tv) -> str:
 
 def _download(url: str, path: str) -> None:
     # A timeout on every socket operation: offline machines fail in seconds instead of hanging.
-    # Written to a temporary file and renamed, so an interrupted download leaves no corrupt file.
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
-            shutil.copyfileobj(response, f)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    # Written atomically, so an interrupted download leaves no corrupt file.
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response, \
+            atomic_write(path, binary=True) as stream:
+        shutil.copyfileobj(response, stream)
 
 
 def _load_pretrained(model: nn.Module, path: str, name: str) -> None:

@@ -10,6 +10,7 @@ from ..engine import comm
 from ..errors import BaseTrainerError, ConfigError
 from .architecture import apply_architecture_spec, architecture_spec
 from .report import example_input_shape, format_report, profile_model, pruning_report
+from ..utils.log import get_logger
 
 STRUCTURED_MODES = ("L1", "L2", "FPGM", "Slim")
 PRUNE_MODES = STRUCTURED_MODES + ("Level",)
@@ -51,7 +52,7 @@ def model_pruning(
     carries ``pruning_spec`` (see :mod:`basetrainer.pruning.architecture`) for checkpoints
     and ``pruning_report`` (the dict written to ``prune_report.json``).
     """
-    logger = logger or logging.getLogger("basetrainer")
+    logger = logger or get_logger()
     mode = _canonical_mode(prune_mod)
     if backend not in BACKENDS:
         raise ConfigError(f"unknown pruning backend {backend!r}: use one of {', '.join(BACKENDS)}")

@@ -1,10 +1,13 @@
 """Small file helpers: folders, copies, atomic writes, timestamps."""
+import contextlib
 import os
 import shutil
-import uuid
+import tempfile
 from datetime import datetime
 
 from basetrainer.errors import ConfigError
+
+TEMPORARY_SUFFIX = ".tmp"  # what atomic_write's temporary files end with (start-up removes stale ones)
 
 
 def create_dir(path):
@@ -41,24 +44,70 @@ def copy_file_to_dir(file, dir):
     return target
 
 
-def write_text_atomic(path, text):
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace``, creating the parent folder.
+@contextlib.contextmanager
+def atomic_write(path, binary=False, durable=False):
+    """Opens a temporary file beside ``path`` for writing (UTF-8 text, or bytes with
+    ``binary``); when the block ends without error, it replaces ``path``.
 
-    A reader, or a run killed mid-write, sees the old file or the new one, never half of one.
+    A reader, or a run killed mid-write, sees the old file or the new one, never half of
+    one: the data goes to ``.<name>.<random>.tmp`` in the same folder (created if
+    missing), which ``os.replace`` (atomic on POSIX and Windows) then renames over
+    ``path``. ``durable`` also fsyncs the file and the folder, so that the new file
+    survives a power cut (checkpoints). On any error the temporary file is removed and
+    the error propagates, with ``path`` as it was.
     """
-    create_dir(os.path.dirname(os.path.abspath(path)))
-    temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=TEMPORARY_SUFFIX, dir=folder)
     try:
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; these are ordinary files
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as stream:
+            yield stream
+            stream.flush()
+            if durable:
+                os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        _remove_quietly(temporary)
         raise
+    if durable:
+        _fsync_dir(folder)
+
+
+def write_text_atomic(path, text):
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_write`); return ``path``."""
+    with atomic_write(path) as stream:
+        stream.write(text)
     return path
 
 
 def get_time(format="%Y%m%d_%H%M%S"):
     """The local time as a string, e.g. ``20240131_154502`` (a strftime ``format``)."""
     return datetime.now().strftime(format)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_quietly(path) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _fsync_dir(folder) -> None:
+    # Makes the rename itself durable; not possible on every platform, and harmless to skip.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -6,9 +6,9 @@ and other libraries' loggers are left as they were.
 import logging
 import os
 
+import torch.distributed as dist
 from tqdm import tqdm
 
-from ..engine import comm
 from ..errors import ConfigError
 
 LOGGER_NAME = "basetrainer"
@@ -30,9 +30,10 @@ def set_logger(level="debug", logfile=None, is_main_process=True) -> logging.Log
         logger.removeHandler(handler)
         handler.close()
 
-    main = bool(is_main_process) and comm.is_main_process()
+    rank = _rank()
+    main = bool(is_main_process) and rank == 0
     logger.setLevel(_as_level(level) if main else logging.WARNING)
-    prefix = "" if main else f"[rank {comm.get_rank()}] "
+    prefix = "" if main else f"[rank {rank}] "
     formatter = logging.Formatter(prefix + _FORMAT, _DATE_FORMAT)
     handlers = [_ConsoleHandler()]
     if main and logfile:
@@ -47,8 +48,13 @@ def set_logger(level="debug", logfile=None, is_main_process=True) -> logging.Log
 
 
 def get_logger() -> logging.Logger:
-    """The "basetrainer" logger (configured by :func:`set_logger`)."""
+    """The "basetrainer" logger (configured by :func:`set_logger`): every module logs through it."""
     return logging.getLogger(LOGGER_NAME)
+
+
+def _rank() -> int:
+    # torch.distributed directly: this module sits below the engine and imports nothing of it.
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 class _ConsoleHandler(logging.StreamHandler):

@@ -5,11 +5,12 @@ picture is drawn. Figures are drawn with ``matplotlib.figure.Figure``, not pyplo
 user's matplotlib backend and global state are left alone. Without matplotlib, the first
 picture asked for logs one line and every picture is skipped.
 """
-import logging
 import math
 import os
+from .file_utils import atomic_write
+from .log import get_logger
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 _warned_missing = False
 
@@ -116,12 +117,10 @@ def _figure_class(path):
 
 
 def _save(figure, path) -> str:
-    """Writes the PNG next to ``path`` first, so a reader never sees half a picture."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    temporary = path + ".tmp.png"
-    # zlib level 1: files ~20% larger than at the default 6, encoded in a fraction of the time
-    figure.savefig(temporary, format="png", dpi=100, pil_kwargs={"compress_level": 1})
-    os.replace(temporary, path)
+    """Writes the PNG atomically, so a reader never sees half a picture."""
+    with atomic_write(path, binary=True) as stream:
+        # zlib level 1: files ~20% larger than at the default 6, encoded in a fraction of the time
+        figure.savefig(stream, format="png", dpi=100, pil_kwargs={"compress_level": 1})
     return path
 
 
