@@ -9,7 +9,7 @@ __version__ = "2.0.0"
 _LAZY = {
     "EngineTrainer": "basetrainer.engine.trainer",
     "launch": "basetrainer.engine.launch",
-    "Callback": "basetrainer.callbacks.callbacks",
+    "Callback": "basetrainer.engine.events",
 }
 
 __all__ = ["__version__", *_LAZY]

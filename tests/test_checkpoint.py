@@ -195,5 +195,6 @@ def test_model_checkpoint_is_called_per_batch_only_when_saving_at_intervals(tmp_
     per_epoch = CallbackList([ModelCheckpoint(model_dir=str(tmp_path / "a"))])
     every_5 = CallbackList([ModelCheckpoint(model_dir=str(tmp_path / "b"), every_n_iters=5)])
     every_minute = CallbackList([ModelCheckpoint(model_dir=str(tmp_path / "c"), every_n_minutes=1)])
-    assert per_epoch.handlers("on_batch_end", "on_epoch_end") == ([], [per_epoch.callbacks[0].on_epoch_end])
-    assert len(every_5.handlers("on_batch_end")[0]) == len(every_minute.handlers("on_batch_end")[0]) == 1
+    assert per_epoch.handlers("on_batch_end") == []
+    assert per_epoch.handlers("on_epoch_end") == [per_epoch.callbacks[0].on_epoch_end]
+    assert len(every_5.handlers("on_batch_end")) == len(every_minute.handlers("on_batch_end")) == 1

@@ -12,6 +12,9 @@ from workers.metrics_worker import ClassifierTrainer, cfg
 class FakeTrainer:
     stop_training = False
 
+    def request_stop(self):
+        self.stop_training = True
+
 
 def stop_epoch(callback, values, phase="test"):
     """Feeds one value per epoch; returns the epoch after which training stops (None: never)."""

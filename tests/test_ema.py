@@ -8,12 +8,18 @@ from basetrainer.callbacks.ema import EMA
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.engine.checkpoint import model_state_dict
+from basetrainer.engine.state import RunState
 from workers.metrics_worker import ClassifierTrainer, blobs, cfg, make_model
 
 
 class FakeTrainer:
+    """What EMA uses of a trainer: the model, the run state and the export-weights request."""
+
     def __init__(self, model):
-        self.model, self.iteration, self.accumulating = model, 0, False
+        self.model, self.state = model, RunState(max_epochs=1)
+
+    def set_export_weights(self, provider):
+        self.export_weights = provider
 
 
 def scalar_model(value):
@@ -32,11 +38,11 @@ def started(ema, model):
 
 def step(trainer, ema, new_value=None, accumulating=False):
     """One batch: maybe an optimizer step that sets the weight to ``new_value``, then on_batch_end."""
-    trainer.accumulating = accumulating
+    trainer.state.accumulating = accumulating
     if not accumulating:
         with torch.no_grad():
             trainer.model.weight.fill_(new_value)
-        trainer.iteration += 1
+        trainer.state.global_step += 1
     ema.on_batch_end(0, {})
 
 
@@ -87,7 +93,7 @@ def test_integer_buffers_are_copied_not_averaged():
     model.train()
     model(torch.randn(4, 2))
     model(torch.randn(4, 2))
-    trainer.iteration += 1
+    trainer.state.global_step += 1
     ema.on_batch_end(0, {})
     assert ema.averaged["num_batches_tracked"].item() == 2
     assert torch.allclose(ema.averaged["running_mean"], 0.5 * model.running_mean)  # started from zeros

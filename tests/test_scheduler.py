@@ -222,7 +222,7 @@ def test_callback_list_dispatches_batch_end_to_the_scheduler():
     optimizer = make_optimizer()
     callback = get_scheduler("constant", optimizer, LR, EPOCHS, STEPS, num_warn_up=2)
     optimizer.step()
-    CallbackList([callback]).on_batch_end(0, {})
+    CallbackList([callback]).fire("on_batch_end", 0, {})
     assert callback.iteration == 1 and optimizer.param_groups[0]["lr"] == pytest.approx(warmup(1, 1.0))
 
 

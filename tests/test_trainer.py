@@ -2,7 +2,6 @@
 import collections
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -343,7 +342,7 @@ def test_the_loop_makes_no_host_sync_per_step(monkeypatch):
 def test_the_progress_bar_shows_on_the_main_process_only(monkeypatch, capsys):
     ToyTrainer(toy_cfg(num_epochs=1, progress=True)).run()
     assert "Train epoch 1/1" in capsys.readouterr().err
-    monkeypatch.setattr("basetrainer.callbacks.progress_bar.comm.is_main_process", lambda: False)
+    monkeypatch.setattr("basetrainer.engine.progress.comm.is_main_process", lambda: False)
     ToyTrainer(toy_cfg(num_epochs=1, progress=True)).run()
     assert capsys.readouterr().err == ""
 
@@ -366,33 +365,6 @@ def test_the_progress_bar_ends_each_epoch_at_its_total_and_shows_the_epochs_mean
     final = [line for line in err.replace("\r", "\n").splitlines() if "Train epoch 2/2" in line][-1]
     assert "25/25" in final  # advanced in jumps, but it ends at the total
     assert f"loss={sum(spy.losses[25:]) / 25:.4g}" in final
-
-
-class Sleeper(Callback):
-    def __init__(self, seconds):
-        super().__init__()
-        self.seconds = seconds
-
-    def on_batch_end(self, batch, logs):
-        time.sleep(self.seconds)
-
-
-@pytest.mark.parametrize("mininterval, sleep, advances", [(1000.0, 0.0, [1, 25]), (0.02, 0.02, list(range(1, 26)))])
-def test_the_progress_bar_is_advanced_as_often_as_tqdm_may_redraw(monkeypatch, mininterval, sleep, advances):
-    from basetrainer.callbacks import progress_bar
-
-    seen = []
-
-    class CountingBar(progress_bar.tqdm):
-        def update(self, n=1):
-            if self.desc.startswith("Train"):
-                seen.append(self.n + n)
-            return super().update(n)
-
-    monkeypatch.setattr(progress_bar, "tqdm", CountingBar)
-    monkeypatch.setattr(progress_bar.ProgressBar, "mininterval", mininterval)
-    ToyTrainer(toy_cfg(num_epochs=1, progress=True, train_size=400, callbacks=[Sleeper(sleep)])).run()
-    assert seen == advances  # fast steps: the first batch and the total; slow ones: every batch
 
 
 def test_batches_move_to_the_device_whatever_their_structure():

@@ -1,9 +1,9 @@
 """Stop training when an indicator has stopped improving."""
-import logging
+from ..engine.events import LATE, Callback
+from ..utils.log import get_logger
+from .monitor import check_mode, improves
 
-from .callbacks import Callback
-
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 
 class EarlyStopping(Callback):
@@ -13,49 +13,45 @@ class EarlyStopping(Callback):
     when there is no such test value, with one warning). A value improves when it beats the
     best so far by more than ``min_delta``: higher with ``mode="max"``, lower with
     ``mode="min"``; NaN never improves. After ``patience`` epochs in a row without
-    improvement it sets ``trainer.stop_training``, and the trainer stops after this epoch.
+    improvement it asks the trainer to stop, and training ends after this epoch.
 
     Its priority puts it after the recorders (which publish the values) and before the
     checkpoints (which save its state), so a resumed run keeps counting where it stopped.
     Every rank reads the same reduced values, so all ranks stop at the same epoch.
     """
 
-    priority = 70  # after HIGH recorders and NORMAL user callbacks, before LOW loggers and LOWEST checkpoints
+    priority = LATE
 
     def __init__(self, indicator: str, patience: int = 5, mode: str = "max", min_delta: float = 0.0):
         super().__init__()
-        if mode not in ("max", "min"):
-            raise ValueError(f"EarlyStopping: mode must be 'max' or 'min', got {mode!r}")
         if int(patience) < 1:
             raise ValueError(f"EarlyStopping: patience must be >= 1, got {patience!r}")
         self.indicator = indicator
         self.patience = int(patience)
-        self.mode = mode
+        self.mode = check_mode(mode, "EarlyStopping")
         self.min_delta = abs(float(min_delta))
         self.best = None
         self.wait = 0
         self.stopped_epoch = None
         self._warned = False
 
-    def on_train_begin(self, logs):
+    def on_train_begin(self, logs=None):
         # A run resumed after it had stopped early stays stopped.
-        trainer = self.trainer
-        if trainer is not None and self.stopped_epoch is not None:
-            trainer.stop_training = True
+        if self.trainer is not None and self.stopped_epoch is not None:
+            self.trainer.request_stop()
 
-    def on_epoch_end(self, epoch, logs):
-        value = self._read(logs)
+    def on_epoch_end(self, epoch, logs=None):
+        value = self._read(logs or {})
         if value is None:
             return
-        if self._improves(value):
+        if improves(value, self.best, self.mode, self.min_delta):
             self.best, self.wait = value, 0
             return
         self.wait += 1
         if self.wait >= self.patience:
             self.stopped_epoch = epoch
-            trainer = self.trainer
-            if trainer is not None:
-                trainer.stop_training = True
+            if self.trainer is not None:
+                self.trainer.request_stop()
             if self.is_main_process:
                 logger.info("early stopping at epoch %d: %s has not improved on %.6g for %d epochs",
                             epoch + 1, self.indicator, self.best if self.best is not None else float("nan"),
@@ -76,15 +72,6 @@ class EarlyStopping(Callback):
         if not self._warned and self.is_main_process:
             logger.warning(message)
         self._warned = True
-
-    def _improves(self, value: float) -> bool:
-        if value != value:
-            return False
-        if self.best is None:
-            return True
-        if self.mode == "max":
-            return value > self.best + self.min_delta
-        return value < self.best - self.min_delta
 
     def state_dict(self):
         return {"best": self.best, "wait": self.wait, "stopped_epoch": self.stopped_epoch}

@@ -1,13 +1,12 @@
 """An exponential moving average (EMA) of the model's weights, used for evaluation and export."""
-import logging
-
 import torch
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
-from ..engine.parallel import unwrap_model
-from .callbacks import HIGHEST, Callback
+from ..engine.events import HIGHEST, Callback
+from ..engine.strategies import unwrap_model
+from ..utils.log import get_logger
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 
 class EMA(Callback):
@@ -28,7 +27,8 @@ class EMA(Callback):
     training weights again, and ``last.pth`` holds the training weights with the average
     in this callback's state, so a resumed run continues exactly.
 
-    ``weights_for_export()`` gives the averaged weights for inference files.
+    ``weights_for_export()`` gives the averaged weights; the trainer's ``export_weights()``
+    returns them, so the best and final model files hold the average.
     """
 
     priority = HIGHEST
@@ -48,23 +48,27 @@ class EMA(Callback):
         self._floating = ([], [])  # the floating-point pairs, as two lists for the foreach update
         self._others = []  # integer buffers, copied
         self._backup = None
-        self._last_iteration = 0
+        self._last_step = 0
 
     # ------------------------------------------------------------------ events
-    def on_train_begin(self, logs):
-        trainer = self.trainer
-        self._bind(trainer.model)
-        self._last_iteration = trainer.iteration
+    def attach(self, trainer) -> None:
+        super().attach(trainer)
+        if trainer is not None:
+            trainer.set_export_weights(self.weights_for_export)
 
-    def on_batch_end(self, batch, logs):
-        trainer = self.trainer
-        iteration = trainer.iteration
-        if trainer.accumulating or iteration == self._last_iteration or iteration % self.every_n_steps:
+    def on_train_begin(self, logs=None):
+        self._bind(self.trainer.model)
+        self._last_step = self.state.global_step
+
+    def on_batch_end(self, batch, logs=None):
+        state = self.state
+        step = state.global_step
+        if state.accumulating or step == self._last_step or step % self.every_n_steps:
             return
-        self._last_iteration = iteration
+        self._last_step = step
         self.update()
 
-    def on_test_begin(self, logs):
+    def on_test_begin(self, logs=None):
         if self._pairs is None and self.averaged is not None and self.trainer is not None:
             self._bind(self.trainer.model)  # evaluate() after load_state_dict, without on_train_begin
         if self._pairs is None:
@@ -74,7 +78,7 @@ class EMA(Callback):
             for average, current in self._pairs:
                 current.copy_(average)
 
-    def on_test_end(self, logs):
+    def on_test_end(self, logs=None):
         if self._backup is None:
             return
         with torch.no_grad():

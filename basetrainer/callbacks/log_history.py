@@ -3,7 +3,6 @@ import csv
 import datetime
 import io
 import json
-import logging
 import math
 import os
 import time
@@ -11,9 +10,10 @@ import time
 import torch
 
 from ..engine import comm
+from ..engine.events import LOW, Callback
 from ..utils.file_utils import write_text_atomic
+from ..utils.log import get_logger
 from ..utils.plots import as_float
-from .callbacks import LOW, Callback
 
 
 class LogHistory(Callback):
@@ -54,12 +54,12 @@ class LogHistory(Callback):
     TENSORBOARD_HAND_OVER_SECS = 30.0  # per-step scalars wait at most this long for the writer
     TENSORBOARD_FLUSH_SECS = 10.0  # epoch ends flush the writer to disk at most this often
 
-    def __init__(self, log_dir, log_freq=1, logger=None, indicators=[], is_main_process=True, *,
+    def __init__(self, log_dir, log_freq=1, logger=None, indicators=(), is_main_process=True, *,
                  tensorboard=True, plot=True):
         super().__init__()
         self.log_dir = str(log_dir)
         self.log_freq = max(1, int(log_freq))
-        self.logger = logger or logging.getLogger("basetrainer")
+        self.logger = logger or get_logger()
         self.indicators = list(indicators or [])
         self.tensorboard = tensorboard
         self.plot = plot
@@ -92,10 +92,8 @@ class LogHistory(Callback):
         return self._may_write and comm.is_main_process()
 
     # ------------------------------------------------------------------ events
-    def on_train_begin(self, logs):
+    def on_train_begin(self, logs=None):
         trainer = self.trainer
-        if trainer is not None:
-            trainer.loss_tally.count_samples = True
         start_epoch = trainer.start_epoch if trainer is not None else int(logs.get("epoch", 0))
         start_batch = trainer.start_batch if trainer is not None else 0
         self.history = [record for record in self.history if record["epoch"] < start_epoch]
@@ -105,28 +103,28 @@ class LogHistory(Callback):
             os.makedirs(self.log_dir, exist_ok=True)
             self._trim_files(start_epoch)
 
-    def on_epoch_begin(self, epoch, logs):
+    def on_epoch_begin(self, epoch, logs=None):
         trainer = self.trainer
         self._first_step = epoch * trainer.num_steps if trainer is not None and trainer.num_steps else self._next_first_step
         now = time.perf_counter()
         self._epoch_started = now
         self._reset_window(now, trainer.start_batch if trainer is not None else 0)
 
-    def on_batch_begin(self, batch, logs):
+    def on_batch_begin(self, batch, logs=None):
         self._data_seconds += time.perf_counter() - self._last_batch_end
 
-    def on_batch_end(self, batch, logs):
+    def on_batch_end(self, batch, logs=None):
         self._last_batch_end = time.perf_counter()
         if (batch + 1) % self.log_freq == 0:
             self._log_step(batch, logs)
 
-    def on_test_begin(self, logs):
+    def on_test_begin(self, logs=None):
         self._test_started = time.perf_counter()
 
-    def on_test_end(self, logs):
+    def on_test_end(self, logs=None):
         self._last_test_seconds = time.perf_counter() - self._test_started
 
-    def on_epoch_end(self, epoch, logs):
+    def on_epoch_end(self, epoch, logs=None):
         trainer = self.trainer
         if trainer is not None:
             self._next_first_step = self._first_step + trainer.batch + 1
@@ -144,7 +142,7 @@ class LogHistory(Callback):
         scalars = {f"{phase}/{name}": value for phase in ("train", "test") for name, value in _flatten(record[phase]).items()}
         self._add_scalars({**scalars, "lr": record["lr"]}, step, epoch_end=True)
 
-    def on_train_end(self, logs):
+    def on_train_end(self, logs=None):
         if not self._writes():
             return
         self._close_tensorboard()
@@ -153,7 +151,7 @@ class LogHistory(Callback):
 
             plots.plot_training_curves([self._csv_row(record) for record in self.history], self.curves_path)
 
-    def on_exception(self, error, logs):
+    def on_exception(self, error, logs=None):
         # The step scalars up to a crash (a NaN loss, say) are what one wants to look at.
         if self._writes():
             self._close_tensorboard()
@@ -172,7 +170,7 @@ class LogHistory(Callback):
         batches, samples)`` if the caller has just read them, else they are read here."""
         trainer = self.trainer
         if tally_now is None and trainer is not None:
-            loss_sum, _, batches, samples = trainer.loss_tally.totals(trainer.device)
+            loss_sum, _, batches, samples = trainer.state.loss_tally.totals(trainer.device)
             tally_now = (loss_sum, batches, samples)
         self._tally_before = tally_now
         self._window_first_batch = first_batch
@@ -184,7 +182,7 @@ class LogHistory(Callback):
         if trainer is None:
             return
         sum_before, batches_before, samples_before = self._tally_before
-        loss_sum, _, batches, samples = trainer.loss_tally.totals(trainer.device)
+        loss_sum, _, batches, samples = trainer.state.loss_tally.totals(trainer.device)
         tally_now = (loss_sum, batches, samples)
         loss_sum, count, samples = comm.sum_over_ranks(loss_sum - sum_before, batches - batches_before,
                                                        samples - samples_before)

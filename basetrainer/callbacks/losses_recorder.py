@@ -1,7 +1,9 @@
 """The mean loss of each epoch, for training and evaluation."""
+import math
+
 from ..engine.batch import batch_size
+from ..engine.events import HIGH, Callback, batch_loss, phase_reduction
 from ..metric.meters import MeanMeter, mean_over_ranks
-from .callbacks import HIGH, Callback, batch_loss, phase_reduction
 
 
 class LossesRecorder(Callback):
@@ -21,28 +23,24 @@ class LossesRecorder(Callback):
         self.indicator = indicator
         self.test_meter = MeanMeter()
 
-    def on_train_begin(self, logs):
-        if self.trainer is not None:
-            self.trainer.loss_tally.count_samples = True
-
-    def on_test_begin(self, logs):
+    def on_test_begin(self, logs=None):
         self.test_meter.reset()
 
-    def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs):
+    def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
         self.test_meter.update(batch_loss(self, losses), batch_size(inputs))
 
-    def on_test_end(self, logs):
+    def on_test_end(self, logs=None):
         reduce = phase_reduction(self, "test")
         if reduce is not None:
             _publish(self.indicator, self.test_meter.compute(reduce=reduce), "test", logs)
 
-    def on_epoch_end(self, epoch, logs):
+    def on_epoch_end(self, epoch, logs=None):
         trainer, reduce = self.trainer, phase_reduction(self, "train")
         if trainer is not None and reduce is not None:
-            _, weighted_sum, _, samples = trainer.loss_tally.totals(trainer.device)
+            _, weighted_sum, _, samples = self.state.loss_tally.totals(trainer.device)
             _publish(self.indicator, mean_over_ranks(weighted_sum, samples, reduce), "train", logs)
 
 
 def _publish(indicator, value, phase, logs):
-    if value == value:  # not NaN: this phase saw at least one batch
+    if logs is not None and not math.isnan(value):  # NaN: this phase saw no batch
         logs.setdefault(phase, {})[indicator] = value

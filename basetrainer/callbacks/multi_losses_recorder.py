@@ -1,7 +1,9 @@
 """The mean of each named loss of a dict of losses, per epoch, for training and evaluation."""
+import math
+
 from ..engine.batch import batch_size
+from ..engine.events import HIGH, Callback, phase_reduction
 from ..metric.meters import MeanMeter
-from .callbacks import HIGH, Callback, phase_reduction
 
 
 class MultiLossesRecorder(Callback):
@@ -33,24 +35,20 @@ class MultiLossesRecorder(Callback):
         if indicators is not None:
             self._create_meters()
 
-    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        if self.indicators is None:
-            self._learn_names(losses)
-        _update(self.train_meters, losses, batch_size(inputs))
+    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
+        self._record("train", inputs, losses)
 
-    def on_test_begin(self, logs):
+    def on_test_begin(self, logs=None):
         for meter in self.test_meters.values():
             meter.reset()
 
-    def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        if self.indicators is None:
-            self._learn_names(losses)
-        _update(self.test_meters, losses, batch_size(inputs))
+    def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
+        self._record("test", inputs, losses)
 
-    def on_test_end(self, logs):
+    def on_test_end(self, logs=None):
         self._publish(self.test_meters, "test", logs)
 
-    def on_epoch_end(self, epoch, logs):
+    def on_epoch_end(self, epoch, logs=None):
         self._publish(self.train_meters, "train", logs)
         for meter in self.train_meters.values():
             meter.reset()
@@ -76,6 +74,11 @@ class MultiLossesRecorder(Callback):
             return [name for names in self.indicators.values() for name in names]
         return list(self.indicators)
 
+    def _record(self, phase, inputs, losses):
+        if self.indicators is None:
+            self._learn_names(losses)
+        _update(self.train_meters if phase == "train" else self.test_meters, losses, batch_size(inputs))
+
     def _learn_names(self, losses):
         """Without ``indicators``: one group "loss" with every name of the first dict of losses."""
         _require_dict(losses)
@@ -93,7 +96,7 @@ class MultiLossesRecorder(Callback):
         if self.indicators is None or reduce is None:
             return
         means = {name: meters[name].compute(reduce=reduce) for name in self._names()}
-        if not any(value == value for value in means.values()):  # all NaN: this phase saw no batch
+        if logs is None or all(math.isnan(value) for value in means.values()):  # all NaN: this phase saw no batch
             return
         values = logs.setdefault(phase, {})
         if isinstance(self.indicators, dict):

@@ -5,52 +5,34 @@ A checkpoint holds only tensors, numbers, strings, lists and dicts, so that
 unpickling is refused.
 """
 import errno
-import logging
 import os
 import pickle
 import random
-import tempfile
 
 import numpy as np
 import torch
 
 from ..errors import CheckpointError
-from .parallel import unwrap_model
+from ..utils.file_utils import atomic_write
+from ..utils.log import get_logger
+from .strategies import unwrap_model
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 # Prefixes that wrappers add to state_dict keys: DataParallel/DDP and torch.compile.
 _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
 def save_checkpoint(obj, path: str) -> str:
-    """Writes ``obj`` to ``path`` atomically: a crash mid-write leaves any previous file intact.
-
-    The data goes to a temporary file in the same folder, is flushed and fsynced, then
-    renamed over ``path`` with ``os.replace`` (atomic on POSIX and Windows).
-    """
-    folder = os.path.dirname(os.path.abspath(path))
+    """Writes ``obj`` to ``path`` atomically and durably: a crash mid-write leaves any previous file intact."""
     try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp_path = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+        with atomic_write(path, binary=True, durable=True) as stream:
+            torch.save(obj, stream)
     except OSError as e:
-        raise CheckpointError(f"cannot write checkpoint {path}: {e.strerror}; choose a writable work_dir") from None
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; checkpoints are ordinary files
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
-    except BaseException as e:
-        _remove_quietly(tmp_path)
-        if isinstance(e, OSError):
-            hint = "free some disk space" if e.errno == errno.ENOSPC else "check the folder's permissions and space"
-            raise CheckpointError(
-                f"could not write checkpoint {path}: {e.strerror or e}; {hint} (the previous file is intact)"
-            ) from None
-        raise
-    _fsync_dir(folder)
+        hint = "free some disk space" if e.errno == errno.ENOSPC else "check the folder's permissions and space"
+        raise CheckpointError(
+            f"could not write checkpoint {path}: {e.strerror or e}; {hint} (the previous file is intact)"
+        ) from None
     return path
 
 
@@ -192,30 +174,3 @@ def _unsafe_detail(error: Exception) -> str:
         if "Unsupported global" in line or "GLOBAL" in line:
             return line.strip().rstrip(".")
     return "unsupported object"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
-
-
-def _fsync_dir(folder: str) -> None:
-    # Makes the rename itself durable; not possible on every platform, and harmless to skip.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -9,7 +9,6 @@ import torch
 import torch.distributed as dist
 
 _LOCAL_RANK = None
-_LOCAL_WORLD_SIZE = None
 
 
 def is_distributed() -> bool:
@@ -24,22 +23,16 @@ def get_rank() -> int:
     return dist.get_rank() if is_distributed() else 0
 
 
-def set_local_rank(local_rank: int, local_world_size: int) -> None:
+def set_local_rank(local_rank: int) -> None:
     """Record this process's place on its machine (``launch`` calls this)."""
-    global _LOCAL_RANK, _LOCAL_WORLD_SIZE
-    _LOCAL_RANK, _LOCAL_WORLD_SIZE = local_rank, local_world_size
+    global _LOCAL_RANK
+    _LOCAL_RANK = local_rank
 
 
 def get_local_rank() -> int:
     if _LOCAL_RANK is not None:
         return _LOCAL_RANK
     return int(os.environ.get("LOCAL_RANK", 0)) if is_distributed() else 0
-
-
-def get_local_size() -> int:
-    if _LOCAL_WORLD_SIZE is not None:
-        return _LOCAL_WORLD_SIZE
-    return int(os.environ.get("LOCAL_WORLD_SIZE", get_world_size())) if is_distributed() else 1
 
 
 def is_main_process() -> bool:
@@ -138,7 +131,7 @@ def get_device(gpu_id=None) -> torch.device:
     ``CUDA_VISIBLE_DEVICES``); one process takes the first id of ``gpu_id``. Without
     CUDA, or with ``gpu_id`` empty or negative, the CPU.
     """
-    ids = _as_id_list(gpu_id)
+    ids = as_id_list(gpu_id)
     if not torch.cuda.is_available() or not ids or ids[0] < 0:
         return torch.device("cpu")
     if get_world_size() > 1:
@@ -146,7 +139,8 @@ def get_device(gpu_id=None) -> torch.device:
     return torch.device("cuda", ids[0])
 
 
-def _as_id_list(gpu_id) -> list:
+def as_id_list(gpu_id) -> list:
+    """``gpu_id`` (None, an int, a string or a list of them) as a list of ints."""
     if gpu_id is None:
         return []
     if isinstance(gpu_id, (int, str)):

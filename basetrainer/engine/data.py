@@ -1,13 +1,13 @@
 """Data loaders whose order is a function of (seed, epoch, rank), so runs shard and resume exactly."""
-import logging
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from ..errors import DataError
 from . import comm
+from ..utils.log import get_logger
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 
 class TrainSampler(DistributedSampler):

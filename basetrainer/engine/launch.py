@@ -14,8 +14,8 @@ other error comes with that worker's traceback.
 """
 import ctypes
 import datetime
+import errno
 import inspect
-import logging
 import multiprocessing.connection
 import os
 import signal
@@ -31,9 +31,10 @@ import torch.multiprocessing as mp
 
 from .. import errors
 from ..errors import BaseTrainerError, LaunchError, one_line
+from ..utils.log import get_logger
 from . import comm, signals
 
-logger = logging.getLogger("basetrainer")
+logger = get_logger()
 
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
 _KILL_GRACE_SECONDS = 5.0
@@ -91,14 +92,13 @@ def _run_in_existing_group(main_func, args, dist_url, timeout):
         _export_slurm_env(dist_url)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     if world_size <= 1:
         return main_func(*args)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
     _init_process_group(backend, "env://", world_size, rank, timeout, store=_attempt_store(world_size, timeout))
-    comm.set_local_rank(local_rank, local_world_size)
+    comm.set_local_rank(local_rank)
     try:
         return main_func(*args)
     finally:
@@ -174,7 +174,7 @@ def _port_in_use(host: str, port: int) -> bool:
         try:
             s.bind((host, port))
         except OSError as e:
-            return e.errno == 98 or "in use" in str(e).lower()  # not a local address: nothing to check here
+            return e.errno == errno.EADDRINUSE or "in use" in str(e).lower()  # not a local address: nothing to check here
     return False
 
 
@@ -234,7 +234,7 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
         elif "OMP_NUM_THREADS" not in os.environ:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // nprocs))
         _init_process_group(backend, dist_url, world_size, rank, timeout)
-        comm.set_local_rank(local_rank, nprocs)
+        comm.set_local_rank(local_rank)
         main_func(*args)
     except BaseException as e:  # noqa: B902 - every failure must reach the launcher
         reports.put((time.time(), rank, type(e).__name__, str(e), traceback.format_exc()))

@@ -10,49 +10,50 @@ from .batch import stack_scalars
 class LossTally:
     """The current epoch's batch losses, summed on the device, and the NaN/inf check.
 
-    Per batch the trainer appends the detached loss to ``window`` and, once a reader has
-    set ``count_samples``, the batch size to ``sizes``: list appends, no host sync.
-    ``fold()`` runs every ``nonfinite_check_every`` batches, at the epoch end, before a
-    checkpoint and whenever a reader calls ``totals()``: it stacks the window, adds it to
-    the epoch's float64 sums (the loss sum and the sum of loss x batch size, in one
-    matrix-vector product) and, when ``check``, reads the new loss sum back: one host
-    sync per window. A float64 sum of float32 losses cannot overflow, so it is finite
-    exactly when every loss of the window is; only then are the losses looked at one by
-    one, to name the first bad batch. The progress bar, LossesRecorder and LogHistory
-    read those sums, so no callback records the loss per step.
-
-    Every fold is a handful of tensor ops on purpose: inside a training loop, with the
-    caches full of the model's own work, each op costs several times what it costs in a
-    micro-benchmark.
+    Per batch the trainer calls ``add(loss, batch_size)``: two list appends, no host
+    sync. ``fold()`` runs every ``nonfinite_check_every`` batches, at the epoch end,
+    before a checkpoint and whenever a reader calls ``totals()``: it stacks the pending
+    losses, adds them to the epoch's float64 sums (the loss sum and the sum of loss x
+    batch size) and, when ``check``, reads the new loss sum back: one host sync per
+    window. A float64 sum of float32 losses cannot overflow, so it is finite exactly when
+    every pending loss is; only then are the losses looked at one by one, to name the
+    first bad batch. The progress bar, LossesRecorder and LogHistory read those sums, so
+    no callback records the loss per step.
     """
 
     def __init__(self, check: bool = True):
         self.check = check
-        self.count_samples = False
-        self.window, self.sizes = [], []  # cleared in place: the trainer holds them between steps
-        self._weights_key = self._weights_matrix = None
         self.start_epoch(0, 0)
 
     def start_epoch(self, epoch: int, first_batch: int) -> None:
         """Empties the sums for ``epoch``, whose first batch is ``first_batch``."""
-        self.window.clear()
-        self.sizes.clear()
         self.epoch = epoch
-        self.next_batch = first_batch  # the batch index of window[0]
+        self.next_batch = first_batch  # the batch index of the first pending loss
+        self._losses, self._sizes = [], []
         self.sums = None  # float64 tensor [loss sum, sum of loss x batch size], on the losses' device
         self.batches = 0
         self.samples = 0
 
+    def add(self, loss: torch.Tensor, batch_size: int) -> None:
+        """Records one batch's detached loss and size; nothing is read from the device."""
+        self._losses.append(loss)
+        self._sizes.append(batch_size)
+
+    @property
+    def pending(self) -> int:
+        """Batches added since the last fold."""
+        return len(self._losses)
+
     def fold(self) -> None:
         """Adds the pending losses to the sums; with ``check``, raises NonFiniteLossError naming the first bad batch."""
-        window = self.window
-        if not window:
+        if not self._losses:
             return
-        values = stack_scalars(window).double()
-        sums = self._weights(values.device).mv(values)
+        values = stack_scalars(self._losses).double()
+        sizes = torch.tensor(self._sizes, dtype=torch.float64, device=values.device)
+        sums = torch.stack([values.sum(), values.dot(sizes)])
         if self.sums is not None:
             sums = self.sums + sums
-        if self.check and not math.isfinite(sums.tolist()[0]):
+        if self.check and not math.isfinite(sums[0].item()):
             first_bad = int((~torch.isfinite(values)).nonzero()[0])
             batch = self.next_batch + first_bad
             self.discard()
@@ -61,40 +62,25 @@ class LossTally:
                 f"lower the learning rate, set clip_grad_norm, check the data, or set nonfinite_loss: skip to "
                 f"skip such steps")
         self.sums = sums
-        if len(self.sizes) == len(window):
-            self.samples += sum(self.sizes)
-        self.batches += len(window)
-        self.next_batch += len(window)
-        window.clear()
-        self.sizes.clear()
-
-    def _weights(self, device) -> torch.Tensor:
-        """The (2, window) matrix [1 ... 1; batch sizes] (zeros without ``count_samples``), kept while
-        the window's sizes repeat, as they do but for an epoch's last batch."""
-        n, sizes = len(self.window), self.sizes
-        key = (n, tuple(sizes) if len(sizes) == n else None, device)
-        if self._weights_key != key:
-            self._weights_key = key
-            self._weights_matrix = torch.tensor([[1.0] * n, sizes if key[1] else [0.0] * n],
-                                                dtype=torch.float64, device=device)
-        return self._weights_matrix
+        self.samples += sum(self._sizes)
+        self.batches += len(self._losses)
+        self.next_batch += len(self._losses)
+        self._losses, self._sizes = [], []
 
     def pending_finite(self):
         """Whether every pending loss is finite, as a 0-d bool tensor (no host sync); None when none is pending."""
-        return torch.isfinite(stack_scalars(self.window)).all() if self.window else None
+        return torch.isfinite(stack_scalars(self._losses)).all() if self._losses else None
 
     def discard(self) -> None:
         """Drops the pending losses (a skipped optimizer step's batches): they count nowhere."""
-        self.next_batch += len(self.window)
-        self.window.clear()
-        self.sizes.clear()
+        self.next_batch += len(self._losses)
+        self._losses, self._sizes = [], []
 
     def totals(self, device=None):
         """``(loss_sum, weighted_sum, batches, samples)`` of the epoch so far, after a fold.
 
         The sums are 0-d float64 tensors on the losses' device (zeros before the first
-        batch, on ``device``); ``weighted_sum`` and ``samples`` count only once
-        ``count_samples`` was set.
+        batch, on ``device``).
         """
         self.fold()
         sums = self.sums if self.sums is not None else torch.zeros(2, dtype=torch.float64, device=device)

@@ -1,11 +1,11 @@
 """Accuracy of a classifier (top-1 and top-k), its per-class report and its confusion matrix."""
-import logging
 import os
 
 import torch
 
-from ..callbacks.callbacks import HIGH, Callback, phase_reduction
 from ..engine import comm
+from ..engine.events import HIGH, Callback, phase_reduction
+from ..utils.log import get_logger
 from . import classification_report
 
 
@@ -39,32 +39,31 @@ class AccuracyRecorder(Callback):
         self.indicator = indicator
         self.topk = tuple(sorted({int(k) for k in topk if int(k) > 1}))
         self.log_dir = log_dir or confusion_matrix or None
-        self.logger = logger or logging.getLogger("basetrainer")
+        self.logger = logger or get_logger()
         self.report = report
         self.train_tally = ClassificationTally(self.topk, fold_every, fold_elements)
         self.test_tally = ClassificationTally(self.topk, fold_every, fold_elements)
         self.test_matrix = None
 
-    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
-        # the usual tensor logits and (inputs, targets) tuple first: this runs every step
-        logits = outputs if type(outputs) is torch.Tensor else _logits(outputs)
-        self.train_tally.update(logits, inputs[1] if type(inputs) is tuple else _targets(inputs))
+    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
+        self.train_tally.update(_logits(outputs), _targets(inputs))
 
-    def on_test_begin(self, logs):
+    def on_test_begin(self, logs=None):
         self.test_tally.reset()
 
-    def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs):
+    def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
         self.test_tally.update(_logits(outputs), _targets(inputs))
 
-    def on_test_end(self, logs):
+    def on_test_end(self, logs=None):
+        logs = {} if logs is None else logs
         matrix = self._publish(self.test_tally, "test", logs)
         if matrix is not None:
             self.test_matrix = matrix
             if self.is_main_process:
                 self._write_report(matrix, logs)
 
-    def on_epoch_end(self, epoch, logs):
-        self._publish(self.train_tally, "train", logs)
+    def on_epoch_end(self, epoch, logs=None):
+        self._publish(self.train_tally, "train", {} if logs is None else logs)
         self.train_tally.reset()
 
     def state_dict(self):

@@ -1,6 +1,6 @@
 """Old-API helpers: seeding and reading weights written by this library or anyone else."""
 from ..engine.checkpoint import extract_model_state, load_checkpoint
-from ..engine.trainer import seed_everything
+from .seeding import seed_everything
 
 
 def set_env_random_seed(seed: int = 2020) -> None:

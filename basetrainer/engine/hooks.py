@@ -1,0 +1,82 @@
+"""What a user's trainer fills in: the six ``build_*`` hooks, and ``build``, which calls them in order."""
+import torch
+
+from ..errors import DataError
+from . import data
+from .strategies import select_strategy, strategy_of
+
+
+class TrainerHooks:
+    """The set-up half of :class:`~basetrainer.engine.trainer.EngineTrainer`.
+
+    A subclass overrides the six hooks and calls ``self.build(cfg)`` at the end of its
+    ``__init__``; ``build_dataloader`` and ``build_model_parallel`` are the helpers the
+    hooks usually call.
+    """
+
+    def build_train_loader(self, cfg, **kwargs):
+        """Returns the training DataLoader (usually ``self.build_dataloader(dataset, ...)``)."""
+        raise NotImplementedError("build_train_loader: return the training DataLoader")
+
+    def build_test_loader(self, cfg, **kwargs):
+        """Returns the evaluation DataLoader, or None to train without evaluating."""
+        raise NotImplementedError("build_test_loader: return the evaluation DataLoader, or None")
+
+    def build_model(self, cfg, **kwargs):
+        """Returns the model, usually through ``self.build_model_parallel(model)``."""
+        raise NotImplementedError("build_model: return the model (usually via self.build_model_parallel)")
+
+    def build_criterion(self, cfg, **kwargs):
+        """Returns the loss function that ``run_step`` applies."""
+        raise NotImplementedError("build_criterion: return the loss function")
+
+    def build_optimizer(self, cfg, **kwargs):
+        """Returns the optimizer over ``self.model``'s parameters (built after the model)."""
+        raise NotImplementedError("build_optimizer: return the optimizer")
+
+    def build_callbacks(self, cfg, **kwargs):
+        """Returns the list of callbacks; None entries are dropped."""
+        raise NotImplementedError("build_callbacks: return a list of callbacks (may be empty)")
+
+    def build(self, cfg, **kwargs):
+        self.train_loader = self.build_train_loader(cfg, **kwargs)
+        self.test_loader = self.build_test_loader(cfg, **kwargs)
+        if self.train_loader is not None:
+            self.state.batches_per_epoch = data.num_batches(self.train_loader)
+            self.num_samples = self.train_num = data.num_samples(self.train_loader)
+            if self.num_batches == 0 and hasattr(self.train_loader, "__len__"):
+                raise DataError("the training loader yields no batch: add data, or lower batch_size")
+        if self.test_loader is not None:
+            self.test_num = data.num_samples(self.test_loader)
+        self.model = self.build_model(cfg, **kwargs)
+        if not _on_device(self.model, self.device):
+            self.model = self.build_model_parallel(self.model)
+        elif self.strategy is None:
+            self.strategy = strategy_of(self.model, self.device)  # a model the user's hook placed itself
+        if self.options.compile:
+            self.model.compile()
+        self.criterion = self.build_criterion(cfg, **kwargs)
+        self.optimizer = self.build_optimizer(cfg, **kwargs)
+        self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
+        if self.options.amp == torch.float16:
+            self.scaler = torch.amp.GradScaler(self.device.type)
+
+    def build_dataloader(self, dataset, batch_size, num_workers=0, shuffle=True, phase="train",
+                         distributed=True, **kwargs):
+        """A DataLoader sharded by global rank (see :func:`basetrainer.engine.data.build_dataloader`)."""
+        kwargs.setdefault("seed", self.seed)
+        return data.build_dataloader(dataset, batch_size, num_workers, shuffle=shuffle, phase=phase,
+                                     distributed=distributed, **kwargs)
+
+    def build_model_parallel(self, model, device_ids=None, distributed=True, **kwargs):
+        """Moves the model to this process's device and wraps it as the parallel strategy needs
+        (DDP, DataParallel or nothing; see :func:`select_strategy`). ``kwargs`` may override
+        ``sync_bn``, ``find_unused_parameters`` and ``broadcast_buffers``; ``distributed`` is
+        kept for old scripts: several processes always mean DDP."""
+        self.strategy = select_strategy(self.options, self.device, device_ids, **kwargs)
+        return self.strategy.wrap(model)
+
+
+def _on_device(model, device) -> bool:
+    param = next(model.parameters(), None) if model is not None else None
+    return param is None or param.device == device or (device.type == "cuda" and param.device.type == "cuda")

@@ -1,0 +1,90 @@
+"""The trainer's own config keys, read and checked in one place."""
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from ..errors import ConfigError
+
+_AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+_AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
+                "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+NONFINITE_MODES = ("raise", "skip", "ignore")
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """What the trainer reads from the config; every other key belongs to the user's hooks.
+
+    ``amp`` is the autocast dtype (None: full precision); ``nonfinite_loss`` is what a NaN
+    or infinite loss does: ``raise`` (stop, naming the batch), ``skip`` (drop that
+    optimizer step) or ``ignore`` (no check, as in a bare PyTorch loop).
+    """
+
+    num_epochs: int = 1
+    progress: bool = True
+    seed: int = 2020
+    gpu_id: object = None
+    amp: Optional[torch.dtype] = None
+    accumulate_grad_batches: int = 1
+    clip_grad_norm: float = 0.0
+    channels_last: bool = False
+    compile: bool = False
+    nonfinite_loss: str = "raise"
+    nonfinite_check_every: int = 50
+    stop_check_every: int = 10
+    sync_bn: bool = False
+    find_unused_parameters: bool = False
+    broadcast_buffers: bool = True
+    resume: Optional[str] = None
+    work_dir: Optional[str] = None
+
+    @classmethod
+    def from_config(cls, cfg, device: torch.device) -> "LoopOptions":
+        """Reads the keys from ``cfg`` (a dict or an attribute-access config); missing or None keys take the defaults."""
+        nonfinite = str(option(cfg, "nonfinite_loss", "raise")).lower()
+        if nonfinite not in NONFINITE_MODES:
+            raise ConfigError(f"nonfinite_loss: {nonfinite!r} is not one of {', '.join(NONFINITE_MODES)}")
+        resume = option(cfg, "resume", None)
+        return cls(
+            num_epochs=int(option(cfg, "num_epochs", 1)),
+            progress=bool(option(cfg, "progress", True)),
+            seed=int(option(cfg, "seed", 2020)),
+            gpu_id=option(cfg, "gpu_id", None),
+            amp=_parse_amp(option(cfg, "amp", "none"), device),
+            accumulate_grad_batches=_positive_int(cfg, "accumulate_grad_batches", 1),
+            clip_grad_norm=float(option(cfg, "clip_grad_norm", 0.0)),
+            channels_last=bool(option(cfg, "channels_last", False)),
+            compile=bool(option(cfg, "compile", False)),
+            nonfinite_loss=nonfinite,
+            nonfinite_check_every=_positive_int(cfg, "nonfinite_check_every", 50),
+            stop_check_every=_positive_int(cfg, "stop_check_every", 10),
+            sync_bn=bool(option(cfg, "sync_bn", False)),
+            find_unused_parameters=bool(option(cfg, "find_unused_parameters", False)),
+            broadcast_buffers=bool(option(cfg, "broadcast_buffers", True)),
+            resume=None if resume in (None, False, "", "none", "None") else str(resume),
+            work_dir=option(cfg, "work_dir", None),
+        )
+
+
+def option(cfg, key, default):
+    """``cfg[key]`` (or ``cfg.key``), or ``default`` when it is missing or None."""
+    value = cfg.get(key, default) if isinstance(cfg, dict) else getattr(cfg, key, default)
+    return default if value is None else value
+
+
+def _positive_int(cfg, key, default) -> int:
+    value = option(cfg, key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key} expects an integer >= 1, got {value!r}")
+    return value
+
+
+def _parse_amp(value, device) -> Optional[torch.dtype]:
+    name = str(value).strip().lower()
+    if name == "true":
+        name = "fp16" if device.type == "cuda" else "bf16"
+    name = _AMP_ALIASES.get(name, name)
+    if name not in _AMP_DTYPES:
+        raise ConfigError(f"amp: {value!r} is not one of none, bf16, fp16")
+    return _AMP_DTYPES[name]

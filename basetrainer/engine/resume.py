@@ -1,0 +1,123 @@
+"""The whole training state: what ``last.pth`` holds, how it is read back, and which one ``resume`` picks.
+
+A training state holds only tensors, numbers, strings, lists and dicts (see
+:mod:`basetrainer.engine.checkpoint`), so it loads with ``weights_only=True``.
+"""
+import glob
+import os
+
+from .. import __version__
+from ..config import to_plain
+from ..errors import CheckpointError
+from ..utils.log import get_logger
+from ..utils.seeding import seed_everything
+from . import checkpoint, comm
+from .strategies import unwrap_model
+
+logger = get_logger()
+
+# Settings that change what the remaining steps do: a resume that changes one is no exact continuation.
+RUN_SETTINGS = ("num_epochs", "lr", "batch_size", "optim_type", "momentum", "weight_decay", "loss_type",
+                "scheduler", "milestones", "num_warn_up", "accumulate_grad_batches", "clip_grad_norm", "amp")
+
+
+def training_state(trainer) -> dict:
+    """Everything an exact continuation needs. Every rank calls it (it gathers the ranks'
+    RNG states); only the main process need write it."""
+    state = trainer.state
+    epoch, batch = state.resume_position()
+    saved = {
+        "basetrainer_version": __version__,
+        "epoch": epoch,
+        "batch": batch,
+        "iteration": state.global_step,
+        "samples_seen": state.samples_seen,
+        "world_size": trainer.world_size,
+        "model": trainer.strategy.model_state_dict(trainer.model),
+        "optimizer": trainer.optimizer.state_dict(),
+        "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
+        "callbacks": {key: cb.state_dict() for key, cb in keyed_callbacks(trainer.callbacks)
+                      if hasattr(cb, "state_dict")},
+        "rng": comm.all_gather(checkpoint.get_rng_state()),
+        "loss_tally": state.loss_tally.state_dict(),
+        "config": to_plain(trainer.cfg),
+    }
+    spec = getattr(unwrap_model(trainer.model), "pruning_spec", None)
+    if spec is not None:
+        saved["architecture"] = spec
+    return saved
+
+
+def load_training_state(trainer, saved: dict, name: str = "the checkpoint") -> None:
+    """Puts ``saved`` (a :func:`training_state`) back into ``trainer``.
+
+    The RNG states and the interrupted epoch's loss sums wait in ``trainer.pending_restore``
+    until the loop has positioned the loader, so that skipped batches draw nothing.
+    """
+    for key in ("model", "optimizer", "epoch", "batch"):
+        if key not in saved:
+            raise CheckpointError(f"{name} is not a full training checkpoint (no '{key}'); "
+                                  f"use finetune to load weights only")
+    model_state = {checkpoint.strip_prefixes(k): v for k, v in saved["model"].items()}
+    checkpoint.check_shapes(trainer.model, model_state, name)
+    trainer.strategy.load_model_state_dict(trainer.model, model_state)
+    trainer.optimizer.load_state_dict(saved["optimizer"])
+    if trainer.scaler is not None and saved.get("scaler"):
+        trainer.scaler.load_state_dict(saved["scaler"])
+    callback_states = saved.get("callbacks", {})
+    for key, cb in keyed_callbacks(trainer.callbacks):
+        if not hasattr(cb, "load_state_dict"):
+            continue
+        if key in callback_states:
+            cb.load_state_dict(callback_states[key])
+        else:
+            logger.warning("%s holds no state for callback %s; it starts afresh", name, key)
+    state = trainer.state
+    state.start_epoch, state.start_batch = int(saved["epoch"]), int(saved["batch"])
+    state.global_step = int(saved.get("iteration", 0))
+    state.samples_seen = int(saved.get("samples_seen", 0))
+    if trainer.is_main_process:
+        warn_changed_settings(saved.get("config"), to_plain(trainer.cfg), name)
+    rng = saved.get("rng") or []
+    if len(rng) != trainer.world_size:
+        logger.warning("%s was written by %d process(es), this run has %d: random streams are reseeded, "
+                       "so the continuation is not bit-exact", name, len(rng), trainer.world_size)
+        seed_everything(trainer.seed + trainer.rank + 7919 * state.start_epoch)
+    trainer.pending_restore = {"rng": rng[trainer.rank] if len(rng) == trainer.world_size else None,
+                               "loss_tally": saved.get("loss_tally")}
+
+
+def warn_changed_settings(saved, now, name) -> None:
+    """Names the training settings that differ from those ``name`` was written with."""
+    if not isinstance(saved, dict):
+        return
+    changed = [f"{key} {saved[key]!r} -> {now[key]!r}" for key in RUN_SETTINGS
+               if key in saved and key in now and saved[key] != now[key]]
+    if changed:
+        logger.warning("%s was written with other settings (%s): training goes on with the new ones, "
+                       "so it does not continue the old run exactly", name, ", ".join(changed))
+
+
+def find_checkpoint(resume, known_paths=(), work_dir=None):
+    """The checkpoint ``resume`` names: None (start afresh), a path, or "auto": the newest
+    existing file among ``known_paths`` and every ``last.pth`` under ``work_dir``."""
+    if resume is None:
+        return None
+    if str(resume).lower() != "auto":
+        if not os.path.isfile(str(resume)):
+            raise CheckpointError(f"resume: no checkpoint at {resume}; check the path, or use resume: auto")
+        return str(resume)
+    candidates = [p for p in known_paths if p]
+    if work_dir:
+        candidates += glob.glob(os.path.join(str(work_dir), "**", "last.pth"), recursive=True)
+    existing = [p for p in set(candidates) if os.path.isfile(p)]
+    if not existing:
+        if comm.is_main_process():
+            logger.info("resume: auto found no last.pth; starting from scratch")
+        return None
+    return max(existing, key=os.path.getmtime)
+
+
+def keyed_callbacks(callbacks):
+    """``(key, callback)`` pairs: a callback's state is stored under its position and class name."""
+    return [(f"{i}:{type(cb).__name__}", cb) for i, cb in enumerate(callbacks)]

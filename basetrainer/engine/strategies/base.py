@@ -1,0 +1,54 @@
+"""What every parallel strategy does, and the single-device strategy that does it plainly."""
+import contextlib
+
+import torch
+from torch import nn
+from torch.nn.parallel import DataParallel, DistributedDataParallel
+
+
+class Strategy:
+    """How the model is spread over devices: one object per kind, chosen in :func:`select_strategy`.
+
+    The loop and the checkpoints go through these methods only, never through ``isinstance``
+    tests on the model, so a new kind of parallelism is one more subclass.
+    """
+
+    name = "single"
+
+    def __init__(self, device: torch.device, channels_last: bool = False):
+        self.device = device
+        self.channels_last = channels_last
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        """Moves ``model`` to this process's device (channels-last if asked) and wraps it as the kind needs."""
+        model = model.to(self.device)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        return model
+
+    def no_gradient_sync(self, model: nn.Module):
+        """A context in which forward and backward leave the gradients unreduced (inside an accumulation window)."""
+        return contextlib.nullcontext()
+
+    def clip_grad_norm(self, model: nn.Module, max_norm: float) -> torch.Tensor:
+        """Scales the gradients so that their total norm is at most ``max_norm``; returns the norm before."""
+        return nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+    def model_state_dict(self, model: nn.Module) -> dict:
+        """The full weights on the CPU, keys without wrapper prefixes (every rank calls it)."""
+        return {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()}
+
+    def load_model_state_dict(self, model: nn.Module, state: dict) -> None:
+        """Loads full, prefix-free weights (as ``model_state_dict`` gives them) into ``model``."""
+        unwrap_model(model).load_state_dict(state)
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The user's module inside DDP, DataParallel and torch.compile wrappers."""
+    while True:
+        if isinstance(model, (DistributedDataParallel, DataParallel)):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
