@@ -15,7 +15,8 @@ class TrainerHooks:
     """
 
     def build_train_loader(self, cfg, **kwargs):
-        """Returns the training DataLoader (usually ``self.build_dataloader(dataset, ...)``)."""
+        """Returns the training DataLoader, usually ``self.build_dataloader(dataset, batch_size,
+        phase="train")``: sharded by global rank, reshuffled every epoch, resumable mid-epoch."""
         raise NotImplementedError("build_train_loader: return the training DataLoader")
 
     def build_test_loader(self, cfg, **kwargs):
@@ -23,19 +24,23 @@ class TrainerHooks:
         raise NotImplementedError("build_test_loader: return the evaluation DataLoader, or None")
 
     def build_model(self, cfg, **kwargs):
-        """Returns the model, usually through ``self.build_model_parallel(model)``."""
+        """Returns the model, usually ``self.build_model_parallel(model)``, which places it on
+        this process's device and wraps it for the parallel strategy. A model returned on
+        the CPU is placed and wrapped by ``build`` itself."""
         raise NotImplementedError("build_model: return the model (usually via self.build_model_parallel)")
 
     def build_criterion(self, cfg, **kwargs):
-        """Returns the loss function that ``run_step`` applies."""
+        """Returns the loss function that ``run_step`` applies to ``(outputs, targets)``."""
         raise NotImplementedError("build_criterion: return the loss function")
 
     def build_optimizer(self, cfg, **kwargs):
-        """Returns the optimizer over ``self.model``'s parameters (built after the model)."""
+        """Returns the optimizer. It is built after the model, so ``self.model.parameters()``
+        are the parameters as the strategy placed (and, for pruning, reshaped) them."""
         raise NotImplementedError("build_optimizer: return the optimizer")
 
     def build_callbacks(self, cfg, **kwargs):
-        """Returns the list of callbacks; None entries are dropped."""
+        """Returns the list of callbacks (None entries are dropped). Built last, so a callback
+        may take ``self.optimizer`` (LR schedules) or ``self.num_batches``."""
         raise NotImplementedError("build_callbacks: return a list of callbacks (may be empty)")
 
     def build(self, cfg, **kwargs):
