@@ -3,6 +3,8 @@ import argparse
 import os
 import pickle
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from basetrainer.config import (
     save_config,
 )
 from basetrainer.errors import ConfigError
+from basetrainer.utils import setup_config
+from basetrainer.utils.file_utils import copy_file_to_dir
 
 
 def make_parser():
@@ -81,6 +85,11 @@ def test_config_wraps_dicts_stored_by_update_setdefault_and_assignment():
     assert (cfg.a.x, cfg.b.y, cfg.c.z) == (1, 2, 3)
 
 
+def test_config_missing_attribute_deletion_raises_attribute_error():
+    with pytest.raises(AttributeError, match="config has no key 'missing'"):
+        del Config().missing
+
+
 def test_config_survives_pickle_round_trip():
     cfg = Config({"lr": 0.1, "optim": {"name": "SGD"}, "stages": [{"epochs": 3}]})
     copy = pickle.loads(pickle.dumps(cfg))
@@ -142,6 +151,16 @@ def test_config_file_with_a_list_at_the_top_is_a_config_error(tmp_path):
         load_config(write_yaml(tmp_path, "- lr\n- 0.1\n"))
 
 
+def test_config_file_that_is_a_folder_is_a_config_error_naming_it(tmp_path):
+    with pytest.raises(ConfigError, match=f"config file {tmp_path} is a directory; give the path of a .yaml file"):
+        load_config(tmp_path)
+
+
+def test_saving_over_a_folder_is_the_same_config_error_as_reading_one(tmp_path):
+    with pytest.raises(ConfigError, match=f"config file {tmp_path} is a directory; give the path of a .yaml file"):
+        save_config({"lr": 0.1}, tmp_path)
+
+
 def test_load_config_refuses_python_object_tags(tmp_path):
     with pytest.raises(ConfigError, match="line 1"):
         load_config(write_yaml(tmp_path, "cmd: !!python/object/apply:os.system ['true']\n"))
@@ -183,6 +202,60 @@ def test_short_flags_count_as_typed(monkeypatch, tmp_path):
     assert resolve(monkeypatch, ["-c", path, "-b", "32"]).batch_size == 32
 
 
+class LockedInt:
+    """A ``type=`` callable holding a lock, as a parser may: such a parser cannot be deep-copied."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def __call__(self, text):
+        with self.lock:
+            return int(text)
+
+
+def test_short_flags_count_as_typed_even_when_the_parser_cannot_be_copied(monkeypatch, tmp_path):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-c", "--config_file")
+    parser.add_argument("-b", "--batch_size", type=LockedInt(), default=32)
+    path = write_yaml(tmp_path, "batch_size: 8\n")
+    assert resolve(monkeypatch, ["-c", path, "-b", "32"], parser=parser).batch_size == 32
+
+
+def test_required_arguments_do_not_hide_which_flags_were_typed(monkeypatch, tmp_path):
+    parser = make_parser()
+    parser.add_argument("--data", required=True)
+    parser.add_argument("run_name")
+    path = write_yaml(tmp_path, "lr: 0.5\nbatch_size: 8\n")
+    cfg = resolve(monkeypatch, ["-c", path, "--data", "d", "-b", "32", "first"], parser=parser)
+    assert (cfg.lr, cfg.batch_size, cfg.data, cfg.run_name) == (0.5, 32, "d", "first")
+
+
+def test_with_a_subcommand_yaml_still_beats_top_level_defaults_and_typed_flags_beat_yaml(monkeypatch, tmp_path):
+    parser = make_parser()
+    train = parser.add_subparsers(dest="command").add_parser("train")
+    train.add_argument("--epochs", type=int, default=5)
+    path = write_yaml(tmp_path, "lr: 0.5\nepochs: 8\n")
+    cfg = resolve(monkeypatch, ["-c", path, "train", "--epochs", "3"], parser=parser)
+    assert (cfg.lr, cfg.epochs, cfg.command) == (0.5, 3, "train")
+
+
+def test_when_argv_cannot_be_parsed_again_long_flags_in_it_count_as_typed(monkeypatch, tmp_path):
+    parser = make_parser()
+    parser.add_argument("--tag", action="append")  # builds on the value it finds, which a second parse cannot give
+    path = write_yaml(tmp_path, "lr: 0.5\nbatch_size: 8\n")
+    cfg = resolve(monkeypatch, ["-c", path, "--tag", "a", "--lr", "0.1"], parser=parser)
+    assert (cfg.lr, cfg.batch_size, cfg.tag) == (0.1, 8, ["a"])
+
+
+def test_parsing_argv_again_neither_prints_nor_exits_when_argv_is_not_what_args_came_from(monkeypatch, capsys):
+    parser = make_parser()
+    parser.add_argument("--data", required=True)
+    monkeypatch.setattr(sys, "argv", ["pytest", "--help"])
+    cfg = parser_config(parser.parse_args(["--data", "d"]), parser=parser, save_args=False)
+    assert cfg.data == "d"
+    assert capsys.readouterr() == ("", "")
+
+
 def test_cfg_updata_true_no_longer_lets_yaml_beat_typed_flags(monkeypatch, tmp_path):
     path = write_yaml(tmp_path, "lr: 0.5\n")
     assert resolve(monkeypatch, ["-c", path, "--lr", "0.1"], cfg_updata=True).lr == 0.1
@@ -222,11 +295,34 @@ def test_config_file_is_the_file_read(monkeypatch, tmp_path):
     assert resolve(monkeypatch, ["-c", path]).config_file == path
 
 
-def test_without_a_config_file_config_file_is_none_and_nothing_is_written(monkeypatch, tmp_path):
+def test_without_a_config_file_the_config_is_saved_as_args_config_yaml_in_a_private_temporary_folder(monkeypatch):
+    cfg = resolve(monkeypatch, ["--lr", "0.2", "num_epochs=3"])
+    folder, name = os.path.split(cfg.config_file)
+    assert name == "args_config.yaml"
+    assert os.path.dirname(folder) == tempfile.gettempdir() and os.path.basename(folder).startswith("basetrainer-")
+    saved = load_config(cfg.config_file)
+    assert (saved.lr, saved.num_epochs, saved.config_file) == (0.2, 3, None)
+
+
+def test_without_a_config_file_nothing_is_written_to_the_current_folder(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    cfg = resolve(monkeypatch, [])
-    assert cfg.config_file is None
+    resolve(monkeypatch, [])
     assert os.listdir(tmp_path) == []
+
+
+def test_old_scripts_copy_of_config_file_into_work_dir_is_args_config_yaml(monkeypatch, tmp_path):
+    cfg = resolve(monkeypatch, ["--work_dir", str(tmp_path / "run")])
+    copy = copy_file_to_dir(cfg.config_file, cfg.work_dir)
+    assert copy == str(tmp_path / "run" / "args_config.yaml")
+    assert load_config(copy).work_dir == cfg.work_dir
+
+
+def test_save_args_false_leaves_config_file_none(monkeypatch):
+    assert resolve(monkeypatch, [], save_args=False).config_file is None
+
+
+def test_each_parse_without_a_config_file_gets_its_own_folder(monkeypatch):
+    assert resolve(monkeypatch, []).config_file != resolve(monkeypatch, []).config_file
 
 
 def test_parser_config_prints_nothing(monkeypatch, tmp_path, capsys):
@@ -235,10 +331,8 @@ def test_parser_config_prints_nothing(monkeypatch, tmp_path, capsys):
 
 
 def test_old_import_path_is_the_same_code():
-    from basetrainer.utils import setup_config
-
-    assert setup_config.parser_config is parser_config
-    assert setup_config.load_config is load_config and setup_config.save_config is save_config
+    assert setup_config.parser_config is parser_config and setup_config.save_config is save_config
+    assert setup_config.Config is Config and setup_config.apply_overrides is apply_overrides
 
 
 # parser_config: key=value overrides
@@ -293,39 +387,46 @@ def test_override_arguments_start_empty_on_every_parse():
 # strict checking
 
 
+def strict_error(monkeypatch, argv, **kwargs):
+    """The message of the ConfigError that resolving ``argv`` with strict=True raises."""
+    with pytest.raises(ConfigError) as error:
+        resolve(monkeypatch, argv, strict=True, **kwargs)
+    return str(error.value)
+
+
 def test_strict_unknown_yaml_key_suggests_the_closest_known_key(monkeypatch, tmp_path):
     path = write_yaml(tmp_path, "lrr: 0.5\n")
-    with pytest.raises(ConfigError) as error:
-        resolve(monkeypatch, ["-c", path], strict=True)
-    assert str(error.value) == f"unknown config key 'lrr' (in {path}): did you mean 'lr'?"
+    assert strict_error(monkeypatch, ["-c", path]) == f"unknown config key 'lrr' (in {path}): did you mean 'lr'?"
 
 
 def test_strict_unknown_override_key_suggests_the_closest_known_key(monkeypatch):
-    with pytest.raises(ConfigError, match=r"unknown config key 'batchsize' \(from --opts\): did you mean 'batch_size'\?"):
-        resolve(monkeypatch, ["batchsize=4"], strict=True)
+    message = strict_error(monkeypatch, ["--opts", "batchsize=4"])
+    assert message == "unknown config key 'batchsize' (from --opts): did you mean 'batch_size'?"
+
+
+def test_strict_error_for_a_bare_override_says_it_came_from_the_command_line(monkeypatch):
+    message = strict_error(monkeypatch, ["optim.momentum=0.9"])
+    assert message == "unknown config key 'optim' (from the command line); check its spelling or remove it"
 
 
 def test_strict_unknown_key_with_no_close_match_says_to_check_it(monkeypatch):
-    with pytest.raises(ConfigError, match="unknown config key 'zzz' .*check its spelling"):
-        resolve(monkeypatch, ["zzz=1"], strict=True)
+    assert strict_error(monkeypatch, ["zzz=1"]).endswith("; check its spelling or remove it")
 
 
 def test_strict_wrong_type_in_yaml_names_the_key_and_the_type_expected(monkeypatch, tmp_path):
     path = write_yaml(tmp_path, "batch_size: abc\n")
-    with pytest.raises(ConfigError) as error:
-        resolve(monkeypatch, ["-c", path], strict=True)
-    assert str(error.value) == f"config key 'batch_size' expects int, got str 'abc' (in {path})"
+    assert strict_error(monkeypatch, ["-c", path]) == f"config key 'batch_size' expects int, got str 'abc' (in {path})"
 
 
 def test_strict_wrong_type_in_override_names_the_key_and_the_type_expected(monkeypatch):
-    with pytest.raises(ConfigError, match=r"config key 'lr' expects float, got str 'fast' \(from --opts\)"):
-        resolve(monkeypatch, ["lr=fast"], strict=True)
+    message = strict_error(monkeypatch, ["lr=fast"])
+    assert message == "config key 'lr' expects float, got str 'fast' (from the command line)"
 
 
 def test_strict_checks_nested_keys_given_as_known(monkeypatch, tmp_path):
     path = write_yaml(tmp_path, "optim: {momentun: 0.9}\n")
-    with pytest.raises(ConfigError, match="did you mean 'optim.momentum'"):
-        resolve(monkeypatch, ["-c", path], strict=True, known={"optim": {"momentum": 0.9}})
+    message = strict_error(monkeypatch, ["-c", path], known={"optim": {"momentum": 0.9}})
+    assert message == f"unknown config key 'optim.momentun' (in {path}): did you mean 'optim.momentum'?"
 
 
 def test_strict_passes_a_config_that_matches(monkeypatch, tmp_path):
@@ -380,3 +481,72 @@ def test_strict_checks_yaml_values_even_where_a_typed_flag_wins(monkeypatch, tmp
     with pytest.raises(ConfigError):
         resolve(monkeypatch, ["-c", path, "--batch_size", "4"], strict=True)
 
+
+
+# the old library's other names (basetrainer.utils.setup_config)
+
+
+def test_old_load_config_takes_easy_and_returns_a_config_with_attribute_access(tmp_path):
+    cfg = setup_config.load_config(write_yaml(tmp_path, "optim: {lr: 0.1}\n"), easy=True)
+    assert isinstance(cfg, Config) and cfg.optim.lr == 0.1
+
+
+def test_old_update_dict_lets_the_second_win_and_merges_nested_dicts():
+    merged = setup_config.update_dict({"a": 0, "b": {"x": 0, "y": 0}}, {"a": 1, "b": {"x": 1}, "d": 1})
+    assert merged == {"a": 1, "b": {"x": 1, "y": 0}, "d": 1}
+
+
+def test_old_update_dict_leaves_its_arguments_as_they_were():
+    first = {"b": {"x": 0}}
+    setup_config.update_dict(first, {"b": {"x": 1}})
+    assert first == {"b": {"x": 0}}
+
+
+def test_old_easy2dict_and_dict2easy_convert_between_plain_dicts_and_configs():
+    cfg = setup_config.dict2easy({"optim": {"lr": 0.1}})
+    assert cfg.optim.lr == 0.1
+    assert type(setup_config.easy2dict(cfg)["optim"]) is dict
+    assert setup_config.Dict2Obj({"lr": 0.1}).lr == 0.1
+
+
+def test_old_parser_config_file_lets_the_config_win_unless_cfg_updata_is_false(tmp_path):
+    path = write_yaml(tmp_path, "lr: 0.5\nbatch_size: 8\n")
+    assert setup_config.parser_config_file({"lr": 0.1}, path) == {"lr": 0.1, "batch_size": 8}
+    assert setup_config.parser_config_file({"lr": 0.1}, path, cfg_updata=False) == {"lr": 0.5, "batch_size": 8}
+
+
+def test_old_parser_work_space_joins_the_flags_and_the_time(monkeypatch):
+    monkeypatch.setattr("basetrainer.config.legacy.get_time", lambda: "20240131_154502")
+    flags = ["resnet18", None, 224]
+    assert setup_config.parser_work_space("output", flags) == os.path.join("output", "resnet18_224_20240131_154502")
+    assert setup_config.parser_work_space("output", "resnet18", time=False) == os.path.join("output", "resnet18")
+    assert flags == ["resnet18", None, 224]
+
+
+def test_old_create_workspace_makes_the_folders_and_copies_the_config_file_in(tmp_path):
+    cfg = Config(work_dir=str(tmp_path), config_file=write_yaml(tmp_path, "lr: 0.1\n", name="train.yaml"))
+    setup_config.create_workspace(cfg, flags=["resnet18"])
+    assert os.path.basename(cfg.work_dir).startswith("resnet18_")
+    assert os.path.isdir(cfg.model_dir) and os.path.isdir(cfg.log_dir)
+    assert load_config(os.path.join(cfg.work_dir, "train.yaml")) == {"lr": 0.1}
+
+
+def test_old_print_dict_prints_key_value_lines_and_can_save_them(tmp_path, capsys):
+    setup_config.print_dict({"lr": 0.1, "net": "resnet18"}, save_path=tmp_path / "cfg.txt")
+    assert "lr: 0.1\nnet: resnet18\n" in capsys.readouterr().out
+    assert (tmp_path / "cfg.txt").read_text() == "lr: 0.1\nnet: resnet18\n"
+
+
+def test_old_parser_config_name_is_a_one_line_error_naming_the_replacement():
+    with pytest.raises(NotImplementedError, match=r"parser_config_name was removed; build the name with '_'\.join"):
+        setup_config.parser_config_name({"a": 1}, key="a")
+
+
+# layout
+
+
+def test_no_configuration_module_is_over_350_lines():
+    root = Path(__file__).resolve().parents[1] / "basetrainer"
+    modules = [path for path in root.rglob("*.py") if "config" in path.relative_to(root).as_posix()]
+    lengths = {path.name: len(path.read_text().splitlines()) for path in modules}
+    assert lengths and {name: length for name, length in lengths.items() if length > 350} == {}

@@ -1,0 +1,73 @@
+"""``key=value`` overrides: the arguments that take them and setting them on a ``Config``."""
+from collections.abc import Mapping
+
+import yaml
+
+from basetrainer.errors import ConfigError
+
+from .mapping import Config
+from .yaml_files import parse_yaml
+
+# The dests add_override_arguments declares, each with the words that say, in an error,
+# where its overrides came from: as the user typed them.
+OVERRIDE_SOURCES = {"opts": "from --opts", "overrides": "from the command line"}
+
+
+def add_override_arguments(parser):
+    """Let ``parser`` take any config key: ``KEY=VALUE ...`` at the end, or ``--opts KEY=VALUE ...``.
+
+    They land in ``args.overrides`` and ``args.opts``, which ``parser_config`` applies last.
+    Returns ``parser``.
+    """
+    parser.add_argument("--opts", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                        help="the same as KEY=VALUE, for use after a flag that takes several values")
+    parser.add_argument("overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="set any config key; the value is read as YAML (0.1, [3,6], true, null) "
+                             "and KEY.SUB=VALUE sets a nested key")
+    return parser
+
+
+def apply_overrides(cfg, overrides):
+    """Set ``key=value`` strings on ``cfg`` in place and return it.
+
+    Values are read as YAML (``lr=0.1`` is a float, ``milestones=[3,6]`` a list,
+    ``amp=bf16`` a string, ``resume=`` None); dots reach nested keys (``optim.lr=0.1``).
+    """
+    for key, value in map(parse_override, overrides):
+        set_dotted(cfg, key, value)
+    return cfg
+
+
+def parse_override(text):
+    """``"optim.lr=0.1"`` -> ``("optim.lr", 0.1)``."""
+    key, sep, raw = str(text).partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"cannot read override {text!r}; write it as key=value, e.g. lr=0.01 or optim.lr=0.01")
+    try:
+        value = parse_yaml(raw)
+    except yaml.YAMLError:
+        value = raw  # not YAML (e.g. an unbalanced bracket in a path): take it as written
+    return key, value
+
+
+def set_dotted(cfg, key, value):
+    """``cfg[a][b] = value`` for ``key`` ``"a.b"``, creating missing levels."""
+    *parents, leaf = key.split(".")
+    node = cfg
+    for depth, name in enumerate(parents):
+        child = node.setdefault(name, Config())
+        if not isinstance(child, Mapping):
+            prefix = ".".join(parents[: depth + 1])
+            raise ConfigError(
+                f"cannot set '{key}': '{prefix}' is a {type(child).__name__}, not a mapping; set '{prefix}' itself"
+            )
+        node = child
+    node[leaf] = value
+
+
+def nested(key, value):
+    """``"a.b", 1`` -> ``{"a": {"b": 1}}``."""
+    for name in reversed(key.split(".")):
+        value = {name: value}
+    return value
