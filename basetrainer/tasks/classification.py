@@ -201,18 +201,27 @@ def get_parser(prog=None):
 
     Keys without a flag are set in the YAML file or as ``key=value``.
     """
+    class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+        """Shows the defaults, and the description and the examples as written here."""
+
+    # tests/test_help_examples.py runs every example of this help text.
     parser = argparse.ArgumentParser(
         prog=prog,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Train an image classifier on ImageFolder data (one sub-folder per class). "
+        formatter_class=HelpFormatter,
+        description="Train an image classifier on ImageFolder data (one sub-folder per class).\n"
                     "With no data given, the bundled handwritten digits are written to data/digits and used.",
-        epilog="Any key of configs/config.yaml can be set as key=value after the flags, e.g. lr=0.05 "
-               "milestones=[8,12] use_prune=false (after a list flag such as --gpu_id 0 1, write --opts "
-               "key=value). Precedence: key=value, then flags, then the "
-               "-c YAML file, then these defaults. Without CUDA, --distributed --gpu_id 0 1 runs 2 CPU "
-               "processes (gloo).",
+        epilog="Any key of configs/config.yaml can be set as KEY=VALUE; after a flag that takes several\n"
+               "values, such as --gpu_id, put them behind --opts. Precedence: KEY=VALUE, then flags,\n"
+               "then the -c YAML file, then the defaults above.\n"
+               "\n"
+               "examples:\n"
+               "  %(prog)s -c configs/config.yaml\n"
+               "  %(prog)s lr=0.05 milestones=[8,12] use_prune=false\n"
+               "  %(prog)s --gpu_id 0 1 --opts lr=0.05 amp=bf16\n"
+               "  %(prog)s --distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)",
     )
-    parser.add_argument("-c", "--config_file", default=None, help="YAML config file, e.g. configs/config.yaml")
+    parser.add_argument("-c", "--config_file", default=None, help="YAML config file (configs/config.yaml "
+                                                                  "documents every key)")
     data = parser.add_argument_group("data")
     data.add_argument("--train_data", default=DEFAULT_TRAIN_DATA,
                       help="training ImageFolder (the digits are written there when the default is missing)")
