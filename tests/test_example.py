@@ -166,7 +166,7 @@ def test_wrong_type_names_the_key_and_the_expected_type(tmp_path):
 def test_unknown_override_is_one_line_and_exit_code_2(tmp_path):
     result = run_python([EXAMPLE, "lrr=0.1"], cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: unknown config key 'lrr' (from --opts): did you mean 'lr'?"
+    assert result.stderr.strip() == "error: unknown config key 'lrr' (from the command line): did you mean 'lr'?"
     assert not os.path.exists(tmp_path / "data")  # stopped before writing anything
 
 

@@ -82,7 +82,7 @@ def fails(capsys, *argv, code=2):
 def test_unknown_config_key_suggests_the_closest(guarded, capsys):
     data, work = guarded
     line = fails(capsys, *base_flags(data, work), "lrr=0.1")
-    assert line == "error: unknown config key 'lrr' (from --opts): did you mean 'lr'?"
+    assert line == "error: unknown config key 'lrr' (from the command line): did you mean 'lr'?"
 
 
 def test_wrong_value_type_names_the_key_and_the_type(guarded, capsys, tmp_path):

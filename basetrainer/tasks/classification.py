@@ -290,8 +290,9 @@ def parse_config(argv=None, prog=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = get_parser(prog)
     # Intermixed: key=value overrides may come before, between or after the flags.
+    # The pipeline saves its resolved config itself: no args_config.yaml for a run without -c.
     cfg = parser_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
-                        known=FREE_TYPED_KEYS)
+                        known=FREE_TYPED_KEYS, save_args=False)
     if len(cfg.input_size) != 2:
         raise ConfigError(f"input_size expects [width, height], got {cfg.input_size}")
     return cfg
