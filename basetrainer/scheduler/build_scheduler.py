@@ -37,14 +37,19 @@ class LRSchedulerCallback(Callback):
     training batch, in ``on_batch_end`` (the trainer publishes the lr each step used in
     ``logs["lr"]``). ``state_dict`` holds plain numbers only;
     ``load_state_dict`` also puts the restored iteration's lr into the optimizer.
+
+    Loops written for earlier versions call ``step(epoch, step)`` after each batch instead;
+    that needs ``num_steps``, the batches per epoch (:func:`get_scheduler` passes it).
     """
 
     priority = HIGHEST
 
-    def __init__(self, optimizer: torch.optim.Optimizer, lr_factor: schedules.Factor, lr_init: Optional[float] = None):
+    def __init__(self, optimizer: torch.optim.Optimizer, lr_factor: schedules.Factor, lr_init: Optional[float] = None,
+                 num_steps: Optional[int] = None):
         super().__init__()
         self.optimizer = optimizer
         self.lr_factor = lr_factor
+        self.num_steps = num_steps
         for group, base_lr in zip(optimizer.param_groups, _base_lrs(optimizer, lr_init)):
             group["initial_lr"] = base_lr
         # lr_factor is a plain function, so LambdaLR's state_dict stores None for it.
@@ -65,6 +70,18 @@ class LRSchedulerCallback(Callback):
         else:
             self.scheduler.step()
 
+    def step(self, epoch: int = 0, step: int = 0) -> None:
+        """Sets the lr that follows batch ``step`` of ``epoch``, as ``on_batch_end`` there would.
+
+        The API of earlier versions, for loops that drive the schedule themselves. The lr is a
+        closed form of the iteration, so this jumps to ``epoch * num_steps + step + 1``:
+        repeated or out-of-order calls give the same lr for the same position.
+        """
+        if not self.num_steps:
+            raise ConfigError("step(epoch, step) needs the batches per epoch: build the schedule with "
+                              "get_scheduler(..., num_steps=...), or call on_batch_end after each batch")
+        self._go_to(epoch * self.num_steps + step + 1)
+
     def state_dict(self) -> dict:
         return copy.deepcopy(self.scheduler.state_dict())
 
@@ -72,10 +89,17 @@ class LRSchedulerCallback(Callback):
         self.scheduler.load_state_dict(dict(state))
         # The optimizer may have been built afresh (or loaded from elsewhere): give it the
         # lr of the restored iteration so the next batch continues the same curve.
-        factor = self.lr_factor(self.scheduler.last_epoch)
         for group, base_lr in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
             group["initial_lr"] = base_lr
+        self._go_to(self.scheduler.last_epoch)
+
+    def _go_to(self, iteration: int) -> None:
+        """Puts the schedule and every param group at ``iteration``."""
+        factor = self.lr_factor(iteration)
+        for group, base_lr in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
             group["lr"] = base_lr * factor
+        self.scheduler.last_epoch = iteration
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
 
 def get_scheduler(
@@ -144,7 +168,7 @@ def get_scheduler(
 
     warmup_iters = round(num_warn_up * num_steps)
     factor = schedules.with_linear_warmup(main, warmup_iters, warmup_start_factor)
-    return LRSchedulerCallback(optimizer, factor, lr_init)
+    return LRSchedulerCallback(optimizer, factor, lr_init, num_steps=num_steps)
 
 
 def _base_lrs(optimizer: torch.optim.Optimizer, lr_init: Optional[float]) -> list:
