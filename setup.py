@@ -6,12 +6,16 @@ from setuptools import find_packages, setup
 HERE = Path(__file__).parent
 VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "basetrainer" / "__init__.py").read_text()).group(1)
 
+# Export to ONNX: torch's exporter (onnx, onnxscript), the check (onnxruntime), simplifying (onnxslim).
+ONNX = ["onnx>=1.18", "onnxruntime>=1.20", "onnxscript>=0.5", "onnxslim>=0.1.80"]
+
 EXTRAS = {
     "plots": ["matplotlib>=3.5"],
     "prune": ["torch-pruning>=1.4"],
     # NNI's ModelSpeedup works with torch 2.x only up to NNI 2.10.
     "nni": ["nni==2.10.1"],
-    "test": ["pytest>=7", "matplotlib>=3.5", "torch-pruning>=1.4"],
+    "onnx": ONNX,
+    "test": ["pytest>=7", "matplotlib>=3.5", "torch-pruning>=1.4", *ONNX],
 }
 
 setup(

@@ -5,14 +5,21 @@
     basetrainer --version
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
+    basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
-``examples/example.py``, with the same flags and config keys.
+``examples/example.py``, with the same flags and config keys. ``export`` writes a
+classifier that ``train`` saved as an ONNX, TorchScript or torch.export file, checks it
+against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails.
 """
 import argparse
 import sys
 
 from . import __version__
+from .errors import BaseTrainerError, one_line
+
+# basetrainer.export.FORMATS, spelt out so that `basetrainer --help` does not import torch
+EXPORT_FORMATS = ("onnx", "torchscript", "exported-program")
 
 
 def get_parser():
@@ -21,7 +28,31 @@ def get_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("train", add_help=False,
                         help="train an image classifier on ImageFolder data (basetrainer train --help)")
+    export = commands.add_parser("export", help="write a trained classifier as an ONNX, TorchScript or "
+                                                "torch.export file, checked against torch")
+    export.add_argument("checkpoint", help="a model file of a run: last.pth, best_model_*.pth or model_final.pth")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="onnx", help="what to write (default: onnx)")
+    export.add_argument("--out", required=True, help="the file to write, e.g. model.onnx, model.ts, model.pt2")
+    export.add_argument("--batch", type=int, default=1,
+                        help="batch size of the example input (the check runs another size: the batch is dynamic)")
     return parser
+
+
+def export(args):
+    """``basetrainer export``: prints which weights it exports and the check line; exits 1 if the check fails."""
+    from .export import export_model, model_from_checkpoint
+
+    try:
+        loaded = model_from_checkpoint(args.checkpoint)
+        print(f"exporting {loaded.weights}")
+        result = export_model(loaded.model, loaded.example_input(args.batch), args.out, format=args.format)
+    except BaseTrainerError as error:
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    print(f"wrote {result.path}")
+    print(result)
+    if not result.passed:
+        sys.exit(1)
 
 
 def main(argv=None):
@@ -32,7 +63,9 @@ def main(argv=None):
 
         return classification.main(argv[1:], prog="basetrainer train")
     parser = get_parser()
-    parser.parse_args(argv)  # --version, --help and unknown commands exit here
+    args = parser.parse_args(argv)  # --version, --help and unknown commands exit here
+    if args.command == "export":
+        return export(args)
     parser.error("give a command, e.g. basetrainer train --help")
 
 

@@ -1,0 +1,34 @@
+"""Model export: ONNX, TorchScript and torch.export files, each checked against the model it came from.
+
+::
+
+    from basetrainer.export import export_model, model_from_checkpoint
+
+    loaded = model_from_checkpoint("work_dirs/classification/model/last.pth")
+    result = export_model(loaded.model, loaded.example_input(), "model.onnx", format="onnx")
+    print(result)   # onnx check: onnxruntime vs torch on a batch of 2: max abs diff 4.8e-07 (tolerance 1e-04): pass
+
+or, from the shell, ``basetrainer export work_dirs/classification/model/last.pth --out model.onnx``.
+ONNX needs ``pip install "basetrainer[onnx]"`` (onnx, onnxruntime, onnxscript, onnxslim).
+
+Importing this package loads nothing: the names below are resolved on first use, so that
+``basetrainer.engine.onnx_engine`` can use :mod:`.onnx_tools` without the model zoo.
+"""
+_LAZY = {
+    "FORMATS": "basetrainer.export.exporter",
+    "ExportResult": "basetrainer.export.exporter",
+    "export_model": "basetrainer.export.exporter",
+    "LoadedModel": "basetrainer.export.from_checkpoint",
+    "model_from_checkpoint": "basetrainer.export.from_checkpoint",
+    "MissingDependencyError": "basetrainer.export.onnx_tools",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'basetrainer.export' has no attribute {name!r}")
