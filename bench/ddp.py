@@ -12,7 +12,12 @@ invocation, each for a warm-up epoch and a timed epoch:
 It prints samples/s for each, EngineTrainer's throughput relative to the hand-written
 loop with the same number of processes, and the 2-process/1-process scaling.
 
-    python bench/ddp.py [--samples 4096] [--rounds 3]
+Then the data-loading case: the digits example's pipeline (ImageFolder PNGs, resize,
+crop, normalise, ResNet-18 at 32x32) on 2 processes with ``num_workers`` 0 and 2, timing
+the second epoch: loader workers must make an epoch no slower (they used to start as
+fresh interpreters that re-imported the script every epoch).
+
+    python bench/ddp.py [--samples 4096] [--rounds 3] [--digits-rounds 2]
 """
 import argparse
 import json
@@ -29,8 +34,10 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from basetrainer.callbacks.callbacks import Callback
 from basetrainer.engine import comm
-from basetrainer.engine.launch import _free_port, launch
+from basetrainer.engine.launch import launch
+from basetrainer.engine.process_group import free_port
 from basetrainer.engine.trainer import EngineTrainer
+from basetrainer.tasks.classification import ClassificationTrainer, parse_config, prepare_data
 
 BATCH = 32
 
@@ -92,7 +99,7 @@ def run_hand(procs, samples, out):
     if procs == 1:
         hand_worker(0, 1, None, samples, out)
     else:
-        torch.multiprocessing.spawn(hand_worker, args=(procs, f"tcp://127.0.0.1:{_free_port()}", samples, out),
+        torch.multiprocessing.spawn(hand_worker, args=(procs, f"tcp://127.0.0.1:{free_port()}", samples, out),
                                     nprocs=procs)
 
 
@@ -104,16 +111,16 @@ class Timer(Callback):
         super().__init__()
         self.out, self.samples = out, 0
 
-    def on_epoch_begin(self, epoch, logs):
+    def on_epoch_begin(self, epoch, logs=None):
         if epoch == 1:
             comm.synchronize()
             self.start = time.perf_counter()
 
-    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
+    def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
         if epoch == 1:
             self.samples += len(inputs[1])
 
-    def on_train_end(self, logs):
+    def on_train_end(self, logs=None):
         comm.synchronize()
         if comm.is_main_process():
             report(self.out, time.perf_counter() - self.start, self.samples * comm.get_world_size())
@@ -154,6 +161,25 @@ def run_trainer(procs, samples, out):
     launch(trainer_main, procs, distributed=procs > 1, args=(cfg,))
 
 
+# ---------------------------------------------------------------- data-loading workers on the digits
+class DigitsTrainer(ClassificationTrainer):
+    def build_callbacks(self, cfg):
+        return [Timer(cfg.out)]
+
+
+def digits_main(cfg):
+    torch.set_num_threads(1)
+    DigitsTrainer(cfg).run()
+
+
+def run_digits(num_workers, work_dir, out):
+    cfg = parse_config(["--distributed", "--gpu_id", "0", "1", "--num_epochs", "2", "--num_workers", str(num_workers),
+                        f"work_dir={work_dir}", "progress=false"])
+    cfg.out = out
+    prepare_data(cfg)
+    launch(digits_main, 2, args=(cfg,))
+
+
 VARIANTS = [("hand, 1 proc", run_hand, 1), ("trainer, 1 proc", run_trainer, 1),
             ("hand DDP, 2 procs", run_hand, 2), ("trainer, 2 procs", run_trainer, 2)]
 
@@ -162,21 +188,29 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=4096, help="training samples per epoch (all ranks)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--digits-rounds", type=int, default=2, help="rounds of the data-loading case")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.rounds:
+        processes_and_loops(args.rounds, args.samples)
+    if args.digits_rounds:
+        digits_workers(args.digits_rounds)
+
+
+def processes_and_loops(rounds, samples):
     throughput = {name: [] for name, _, _ in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.json")
-        for r in range(args.rounds):
+        for r in range(rounds):
             order = VARIANTS[r % len(VARIANTS):] + VARIANTS[: r % len(VARIANTS)]
             for name, run, procs in order:
-                run(procs, args.samples, out)
+                run(procs, samples, out)
                 with open(out) as f:
                     result = json.load(f)
                 throughput[name].append(result["samples"] / result["seconds"])
     med = {name: statistics.median(values) for name, values in throughput.items()}
-    print(f"small CNN 3x32x32, batch {BATCH}/process, {args.samples} samples/epoch, 1 thread/process, "
-          f"{args.rounds} rounds, {os.cpu_count()} CPUs, torch {torch.__version__}, python {sys.version.split()[0]}")
+    print(f"small CNN 3x32x32, batch {BATCH}/process, {samples} samples/epoch, 1 thread/process, "
+          f"{rounds} rounds, {os.cpu_count()} CPUs, torch {torch.__version__}, python {sys.version.split()[0]}")
     print(f"{'variant':<22}{'samples/s':>11}{'min':>9}{'max':>9}")
     for name, _, _ in VARIANTS:
         print(f"{name:<22}{med[name]:>11.0f}{min(throughput[name]):>9.0f}{max(throughput[name]):>9.0f}")
@@ -184,6 +218,21 @@ def main():
     print(f"trainer / hand, 2 procs: {med['trainer, 2 procs'] / med['hand DDP, 2 procs']:.3f}")
     print(f"2 procs / 1 proc: hand {med['hand DDP, 2 procs'] / med['hand, 1 proc']:.2f}x, "
           f"trainer {med['trainer, 2 procs'] / med['trainer, 1 proc']:.2f}x")
+
+
+def digits_workers(rounds):
+    seconds = {0: [], 2: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.json")
+        for r in range(rounds):
+            for workers in ((0, 2) if r % 2 == 0 else (2, 0)):
+                run_digits(workers, os.path.join(tmp, f"w{workers}"), out)
+                with open(out) as f:
+                    seconds[workers].append(json.load(f)["seconds"])
+    print(f"digits example, 2 processes, second epoch, {rounds} rounds (median, min-max):")
+    for workers, values in seconds.items():
+        print(f"  num_workers {workers}: {statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})")
+    print(f"  2 workers / 0 workers: {statistics.median(seconds[2]) / statistics.median(seconds[0]):.2f}")
 
 
 if __name__ == "__main__":

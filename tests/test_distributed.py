@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 from basetrainer.engine import launch as launch_module
+from basetrainer.engine import process_group
 from basetrainer.engine.data import EvalSampler, TrainSampler, build_dataloader
 from basetrainer.errors import LaunchError
 from conftest import free_port, load_result, run_python, same_weights, TINY
@@ -187,9 +188,21 @@ def test_more_gpus_than_present_is_a_clear_error(monkeypatch):
         launch_module.launch(print, 4, args=("never runs",))
 
 
+def test_gpu_ids_on_a_machine_without_cuda_train_on_the_cpu_with_one_warning(caplog):
+    from basetrainer.engine import comm
+
+    with caplog.at_level("WARNING", logger="basetrainer"):
+        devices = [comm.get_device([1]), comm.get_device([1]), comm.get_device([0])]
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is present")
+    assert devices == [torch.device("cpu")] * 3
+    assert [r.getMessage() for r in caplog.records] == [
+        "gpu_id [1] asks for GPU(s) but CUDA is not available here: training on the CPU"]
+
+
 def test_auto_dist_url_needs_one_machine():
     with pytest.raises(LaunchError, match="dist_url='auto' works on one machine only"):
-        launch_module._resolve_dist_url("auto", num_machines=2, machine_rank=0)
+        process_group.resolve_dist_url("auto", num_machines=2, machine_rank=0)
 
 
 @pytest.mark.parametrize("message", ["[pair.cc:545] Timed out waiting 5000ms for recv operation to complete",
@@ -206,8 +219,8 @@ def test_a_collective_timeout_names_the_ranks_that_stopped_responding(message):
 
 
 def test_a_slurm_node_list_gives_its_first_host():
-    assert launch_module._first_host("gpu[003-005,9],login1") == "gpu003"
-    assert launch_module._first_host("node7,node8") == "node7"
+    assert process_group._first_host("gpu[003-005,9],login1") == "gpu003"
+    assert process_group._first_host("node7,node8") == "node7"
 
 
 def test_one_process_runs_main_func_in_place():
@@ -217,5 +230,7 @@ def test_one_process_runs_main_func_in_place():
 def test_a_training_loader_too_small_for_one_batch_is_a_clear_error():
     from basetrainer.errors import DataError
 
-    with pytest.raises(DataError, match=r"yields no batch: 10 samples per process < batch_size 16 .*lower batch_size"):
+    with pytest.raises(DataError, match=r"yields no batch: 10 samples per process < batch_size 16, and drop_last "
+                                        r"drops the short batch; lower batch_size \(or build the loader with "
+                                        r"drop_last=False\)"):
         build_dataloader(blobs(10), 16, 0, phase="train")

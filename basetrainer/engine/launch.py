@@ -12,27 +12,27 @@ A worker that fails stops the others within seconds, and its error reaches the c
 user-facing errors (``BaseTrainerError``) keep their type and one-line message, any
 other error comes with that worker's traceback.
 """
+import ast
 import ctypes
 import datetime
-import errno
 import inspect
+import multiprocessing
 import multiprocessing.connection
 import os
 import signal
-import socket
 import sys
 import time
 import traceback
-from urllib.parse import urlparse
 
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from .. import errors
 from ..errors import BaseTrainerError, LaunchError, one_line
 from ..utils.log import get_logger
 from . import comm, signals
+from .process_group import (destroy_process_group, init_process_group, resolve_dist_url, run_in_existing_group,
+                            started_by_slurm, started_by_torchrun)
 
 logger = get_logger()
 
@@ -48,20 +48,22 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
     responding ends the job after that long. Called from a script's top level, a
     ``BaseTrainerError`` is printed as one line and exits with its code.
     """
+    caller = inspect.currentframe().f_back
     timeout = timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=float(timeout))
     try:
         return _launch(main_func, int(num_gpus_per_machine), int(num_machines), int(machine_rank), dist_url,
-                       distributed, tuple(args), timeout)
+                       distributed, tuple(args), timeout, caller)
     except BaseTrainerError as e:
-        if not _called_from_main_script():
+        if not _at_top_level_of(caller, "__main__", "__mp_main__"):
             raise
         print(f"error: {one_line(e)}", file=sys.stderr)
         sys.exit(e.exit_code)
 
 
-def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_url, distributed, args, timeout):
-    if _started_by_torchrun() or _started_by_slurm():
-        return _run_in_existing_group(main_func, args, dist_url, timeout)
+def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_url, distributed, args, timeout,
+            caller):
+    if started_by_torchrun() or started_by_slurm():
+        return run_in_existing_group(main_func, args, dist_url, timeout)
     world_size = num_machines * num_gpus_per_machine
     if not distributed or world_size <= 1:
         return main_func(*args)
@@ -74,116 +76,21 @@ def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_ur
     else:
         backend = "gloo"
         logger.warning("no CUDA on this machine: running %d CPU processes with the gloo backend", num_gpus_per_machine)
-    dist_url = _resolve_dist_url(dist_url, num_machines, machine_rank)
+    _check_main_guard(caller)
+    dist_url = resolve_dist_url(dist_url, num_machines, machine_rank)
     _spawn(main_func, args, num_gpus_per_machine, world_size, machine_rank, dist_url, backend, timeout)
-
-
-# ---------------------------------------------------------------------- joining an existing group
-def _started_by_torchrun() -> bool:
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")) and not dist.is_initialized()
-
-
-def _started_by_slurm() -> bool:
-    return int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ and "RANK" not in os.environ
-
-
-def _run_in_existing_group(main_func, args, dist_url, timeout):
-    if _started_by_slurm():
-        _export_slurm_env(dist_url)
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    if world_size <= 1:
-        return main_func(*args)
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)
-    _init_process_group(backend, "env://", world_size, rank, timeout, store=_attempt_store(world_size, timeout))
-    comm.set_local_rank(local_rank)
-    try:
-        return main_func(*args)
-    finally:
-        _destroy_process_group()
-
-
-def _attempt_store(world_size, timeout):
-    """torchrun's store, with this restart attempt's keys kept apart from earlier attempts'.
-
-    After ``--max-restarts`` restarts a group, the agent's store still holds the
-    addresses the dead workers published, and gloo may connect to those (connection
-    refused); prefixing the keys with the attempt number avoids it. None when torchrun
-    does not serve a store (then env:// makes one as usual).
-    """
-    env = os.environ
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or "TORCHELASTIC_RESTART_COUNT" not in env:
-        return None
-    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), world_size, is_master=False, timeout=timeout)
-    return dist.PrefixStore(f"/basetrainer/attempt_{env['TORCHELASTIC_RESTART_COUNT']}", store)
-
-
-def _export_slurm_env(dist_url):
-    """Maps SLURM's task variables onto torch's env:// variables."""
-    env = os.environ
-    env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
-    env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
-    per_node = env.get("SLURM_NTASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or env["SLURM_NTASKS"]
-    env["LOCAL_WORLD_SIZE"] = per_node.split("(")[0].split(",")[0]
-    if dist_url and str(dist_url).startswith("tcp://"):
-        parsed = urlparse(dist_url)
-        env["MASTER_ADDR"], env["MASTER_PORT"] = parsed.hostname, str(parsed.port)
-    env.setdefault("MASTER_ADDR", _first_host(env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "")))
-    env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
-
-
-def _first_host(nodelist: str) -> str:
-    """The first host of a SLURM node list such as ``gpu[003-005,9],login1``."""
-    if not nodelist:
-        raise LaunchError("SLURM gave no node list: set MASTER_ADDR and MASTER_PORT, or pass dist_url='tcp://host:port'")
-    head = nodelist.split(",")[0] if "[" not in nodelist.split(",")[0] else nodelist[: nodelist.index("]") + 1]
-    if "[" not in head:
-        return head
-    prefix, ranges = head[: head.index("[")], head[head.index("[") + 1: -1]
-    return prefix + ranges.split(",")[0].split("-")[0]
-
-
-# ---------------------------------------------------------------------- spawning workers
-def _resolve_dist_url(dist_url, num_machines, machine_rank) -> str:
-    if dist_url in (None, "", "auto"):
-        if num_machines != 1:
-            raise LaunchError("dist_url='auto' works on one machine only; for several machines pass "
-                              "dist_url='tcp://<address of machine 0>:<port>' on every machine")
-        return f"tcp://127.0.0.1:{_free_port()}"
-    parsed = urlparse(str(dist_url))
-    if parsed.scheme != "tcp" or not parsed.hostname or not parsed.port:
-        raise LaunchError(f"dist_url {dist_url!r} is not 'auto' or 'tcp://host:port'; e.g. tcp://127.0.0.1:29500")
-    if machine_rank == 0 and _port_in_use(parsed.hostname, parsed.port):
-        raise LaunchError(f"port {parsed.port} on {parsed.hostname} is already in use (another job?): "
-                          f"pass dist_url='auto' or choose a free port")
-    return str(dist_url)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    # SO_REUSEADDR as the rendezvous store sets it: a port in TIME_WAIT is free, a listening one is not.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            return e.errno == errno.EADDRINUSE or "in use" in str(e).lower()  # not a local address: nothing to check here
-    return False
 
 
 def _spawn(main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout):
     ctx = mp.get_context("spawn")
     reports = ctx.SimpleQueue()
+    # The workers start as the user's own processes would (e.g. DataLoader workers forked on
+    # Linux), not with the "spawn" that started them, which re-imports the script in every one.
+    start_method = multiprocessing.get_start_method()
     processes = [
         ctx.Process(target=_worker, daemon=False, args=(
-            local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout))
+            local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout,
+            start_method))
         for local_rank in range(nprocs)
     ]
     for p in processes:
@@ -223,8 +130,10 @@ def _stop(processes):
             p.join()
 
 
-def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout):
+def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout,
+            start_method):
     _die_with_parent()
+    multiprocessing.set_start_method(start_method, force=True)
     rank = machine_rank * nprocs + local_rank
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
                       LOCAL_WORLD_SIZE=str(nprocs))
@@ -233,14 +142,14 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
             torch.cuda.set_device(local_rank)  # before any collective, so NCCL binds the right GPU
         elif "OMP_NUM_THREADS" not in os.environ:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // nprocs))
-        _init_process_group(backend, dist_url, world_size, rank, timeout)
+        init_process_group(backend, dist_url, world_size, rank, timeout)
         comm.set_local_rank(local_rank)
         main_func(*args)
     except BaseException as e:  # noqa: B902 - every failure must reach the launcher
         reports.put((time.time(), rank, type(e).__name__, str(e), traceback.format_exc()))
         sys.exit(e.exit_code if isinstance(e, BaseTrainerError) else 1)
     finally:
-        _destroy_process_group()
+        destroy_process_group()
 
 
 def _worker_error(failed, processes, still_running, reports, first_rank, timeout):
@@ -284,33 +193,32 @@ def _die_with_parent():
             pass
 
 
-# ---------------------------------------------------------------------- process group
-def _init_process_group(backend, init_method, world_size, rank, timeout, store=None):
+def _check_main_guard(caller):
+    """Spawned workers import the main script again: a ``launch`` call at its top level that is
+    not under ``if __name__ == "__main__":`` would run once more in every worker."""
+    if _at_top_level_of(caller, "__mp_main__"):  # this is such a worker, importing the script
+        print(f"error: {_UNGUARDED}", file=sys.stderr)
+        sys.exit(LaunchError.exit_code)
+    if _at_top_level_of(caller, "__main__") and not _under_main_guard(caller):
+        raise LaunchError(_UNGUARDED)
+
+
+_UNGUARDED = ('launch() is called at the top level of the script without a guard: spawned workers import the '
+              'script again; put the call under if __name__ == "__main__":')
+
+
+def _at_top_level_of(frame, *module_names) -> bool:
+    return frame is not None and frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") in module_names
+
+
+def _under_main_guard(frame) -> bool:
+    """Whether the line ``frame`` runs is inside a top-level ``if __name__ == "__main__":`` of its file
+    (True when the source cannot be read: then nothing is claimed)."""
     try:
-        if store is not None:
-            dist.init_process_group(backend, store=store, world_size=world_size, rank=rank, timeout=timeout)
-        else:
-            dist.init_process_group(backend, init_method=init_method, world_size=world_size, rank=rank,
-                                    timeout=timeout)
-    except (RuntimeError, ValueError) as e:
-        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if "address already in use" in str(e).lower():
-            raise LaunchError(f"{init_method}: the port is already in use (another job?); "
-                              f"pass dist_url='auto' or choose a free port") from None
-        raise LaunchError(f"rank {rank} could not join the process group at {init_method} ({text}); "
-                          f"check the address and that every machine can reach it") from None
-
-
-def _destroy_process_group():
-    if dist.is_available() and dist.is_initialized():
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - leaving after a failure must not mask the failure
-            pass
-
-
-def _called_from_main_script() -> bool:
-    """Whether ``launch`` was called from the top level of the script being run."""
-    frame = inspect.currentframe()
-    caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
-    return caller is not None and caller.f_globals.get("__name__") == "__main__" and caller.f_code.co_name == "<module>"
+        with open(frame.f_globals["__file__"], encoding="utf-8") as source:
+            tree = ast.parse(source.read())
+    except (KeyError, OSError, SyntaxError, UnicodeDecodeError):
+        return True
+    guards = [node for node in tree.body if isinstance(node, ast.If)
+              and ast.unparse(node.test).replace("'", '"') in ('__name__ == "__main__"', '"__main__" == __name__')]
+    return any(node.lineno <= frame.f_lineno <= node.end_lineno for node in guards)
