@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.engine.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from basetrainer.errors import CheckpointError
@@ -94,6 +95,38 @@ def test_resume_auto_without_a_checkpoint_starts_from_scratch(tmp_path):
     assert trainer.iteration == trainer.num_steps
 
 
+def test_resuming_a_finished_run_says_it_is_complete_and_how_to_train_longer(tmp_path, caplog):
+    ToyTrainer(toy_cfg(num_epochs=1, callbacks=[ModelCheckpoint(model_dir=str(tmp_path))])).run()
+    with caplog.at_level("INFO", logger="basetrainer"):
+        trainer = ToyTrainer(toy_cfg(num_epochs=1, resume="auto", work_dir=str(tmp_path)))
+        trainer.run()
+    assert trainer.iteration == trainer.num_steps  # restored; nothing more trained
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path / 'last.pth'} is a finished run: all 1 epochs are trained, so there is nothing to do; "
+        f"to train longer, raise num_epochs and resume again"]
+
+
+def test_start_up_removes_the_temporary_file_of_a_save_cut_short(tmp_path):
+    leftover = tmp_path / ".last.pth.k2j4x8.tmp"
+    leftover.write_bytes(b"PK half a checkpoint")
+    ToyTrainer(toy_cfg(num_epochs=1, callbacks=[ModelCheckpoint(model_dir=str(tmp_path))])).run()
+    assert not leftover.exists() and (tmp_path / "last.pth").exists()
+
+
+def test_a_resumed_run_keeps_only_the_best_models_its_restored_state_counts(tmp_path):
+    def checkpointer():
+        return ModelCheckpoint(model_dir=str(tmp_path), indicator="loss", mode="min", save_best_k=1)
+
+    ToyTrainer(toy_cfg(num_epochs=1, callbacks=[LossesRecorder(), checkpointer()])).run()
+    # saved after last.pth by a run then killed: the resumed state does not know it
+    stray = tmp_path / "best_model_002_0.0001.pth"
+    stray.write_bytes((tmp_path / "model_final.pth").read_bytes())
+    ToyTrainer(toy_cfg(num_epochs=2, resume="auto", work_dir=str(tmp_path),
+                       callbacks=[LossesRecorder(), checkpointer()])).run()
+    assert len([p for p in os.listdir(tmp_path) if p.startswith("best_model_")]) == 1
+    assert not stray.exists()
+
+
 def _resume_warnings(tmp_path, caplog, **changes):
     ToyTrainer(toy_cfg(num_epochs=1, lr=0.1, callbacks=[ModelCheckpoint(model_dir=str(tmp_path))])).run()
     cfg = toy_cfg(**{"num_epochs": 1, "lr": 0.1, "resume": str(tmp_path / "last.pth"), **changes})
@@ -150,14 +183,14 @@ def test_only_the_best_k_models_are_kept(tmp_path):
     for epoch, acc in enumerate([50.0, 70.0, 60.0, 40.0, 80.0]):
         checkpointer.on_epoch_end(epoch, {"test": {"acc": acc}})
     best = sorted(p for p in os.listdir(tmp_path) if p.startswith("best_model_"))
-    assert best == ["best_model_001_70.0000.pth", "best_model_004_80.0000.pth"]
+    assert best == ["best_model_002_70.0000.pth", "best_model_005_80.0000.pth"]  # epochs counted from 1
 
 
 def test_lower_is_better_with_inverse(tmp_path):
     checkpointer = ModelCheckpoint(model=nn.Linear(2, 2), model_dir=str(tmp_path), indicator="loss", inverse=True)
     for epoch, loss in enumerate([0.5, 0.3, 0.4]):
         checkpointer.on_epoch_end(epoch, {"test": {"loss": loss}})
-    assert [p for p in os.listdir(tmp_path) if p.startswith("best_model_")] == ["best_model_001_0.3000.pth"]
+    assert [p for p in os.listdir(tmp_path) if p.startswith("best_model_")] == ["best_model_002_0.3000.pth"]
 
 
 def test_finetuning_a_3_class_head_from_a_10_class_checkpoint_skips_the_head_with_one_warning(tmp_path, caplog):

@@ -16,6 +16,11 @@ def test_version_flag_prints_the_version():
     assert result.returncode == 0 and result.stdout.strip() == f"basetrainer {basetrainer.__version__}"
 
 
+def test_python_dash_m_basetrainer_is_the_command():
+    result = run_python(["-m", "basetrainer", "--version"])
+    assert result.returncode == 0 and result.stdout.strip() == f"basetrainer {basetrainer.__version__}"
+
+
 @pytest.mark.skipif(shutil.which("basetrainer") is None, reason="the basetrainer command is not on PATH")
 def test_installed_command_runs():
     result = subprocess.run(["basetrainer", "--version"], capture_output=True, text=True, timeout=60)

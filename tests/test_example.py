@@ -213,7 +213,7 @@ def test_user_data_folders_are_never_written(tmp_path, monkeypatch):
 def assert_promised_files(work_dir):
     for name in ("model/last.pth", "model/model_final.pth", "log/train.log", "log/history.csv", "config.yaml"):
         assert os.path.isfile(work_dir / name), name
-    assert len(glob.glob(str(work_dir / "model" / "best_model_000_*.pth"))) == 1
+    assert len(glob.glob(str(work_dir / "model" / "best_model_001_*.pth"))) == 1
     assert glob.glob(str(work_dir / "log" / "events.out.tfevents.*"))
     [row] = history(work_dir)
     assert float(row["train_loss"]) > 0 and 0 <= float(row["test_Acc"]) <= 100
@@ -245,7 +245,7 @@ def test_resume_auto_continues_from_last_checkpoint(one_process_run, tiny_data, 
     work_dir = tmp_path / "work"
     shutil.copytree(one_process_run, work_dir)
     train_here(*flags(tiny_data, work_dir, "--resume", "auto", "--num_epochs", "2"))
-    assert f"resumed from {work_dir / 'model' / 'last.pth'} at epoch 1" in train_log(work_dir)
+    assert f"resumed from {work_dir / 'model' / 'last.pth'} at the start of epoch 2" in train_log(work_dir)
     assert [row["epoch"] for row in history(work_dir)] == ["0", "1"]
 
 

@@ -7,8 +7,11 @@ import torch
 from ..engine import checkpoint, comm
 from ..engine.events import LOWEST, Callback
 from ..engine.strategies import unwrap_model
+from ..utils.file_utils import TEMPORARY_SUFFIX
 from ..utils.log import get_logger
 from .monitor import improves
+
+BEST_PREFIX = "best_model_"
 
 
 class ModelCheckpoint(Callback):
@@ -20,8 +23,12 @@ class ModelCheckpoint(Callback):
       and ``resume: auto`` looks for it first;
     - ``best_model_<epoch>_<value>.pth``: the ``save_best_k`` best models by
       ``logs["test"][indicator]`` (higher is better, or lower with ``inverse=True`` /
-      ``mode="min"``), from epoch ``start_save`` on;
+      ``mode="min"``), from epoch ``start_save`` on (epochs counted from 1 in file names);
     - ``model_final.pth``: a plain state_dict of the final model, for inference.
+
+    At the start of training the main process removes what a run killed mid-save left in
+    ``model_dir`` (temporary files) and, when resuming, best models that the restored
+    state does not count among the best ``k`` (saved after the checkpoint it resumes from).
 
     Every file is written atomically by the main process while the other ranks wait, and
     weights are stored without ``module.`` prefixes whatever wraps the model. The best and
@@ -54,6 +61,7 @@ class ModelCheckpoint(Callback):
         self._last_save_time = time.monotonic()
         self._last_saved_step = -1
         self._warned_missing = False
+        self._restored = False
 
     @property
     def last_path(self) -> str:
@@ -72,6 +80,8 @@ class ModelCheckpoint(Callback):
 
     def on_train_begin(self, logs=None):
         self._last_save_time = time.monotonic()
+        if comm.is_main_process() and os.path.isdir(self.model_dir):
+            self._remove_leftovers()
 
     def on_batch_end(self, batch, logs=None):
         state = self.state
@@ -110,8 +120,8 @@ class ModelCheckpoint(Callback):
         return self.last_path
 
     def _save_best(self, epoch, value):
-        path = os.path.join(self.model_dir, f"best_model_{epoch:03d}_{value:.4f}.pth")
-        self._write({"model": self._weights(), "epoch": epoch, self.indicator: value,
+        path = os.path.join(self.model_dir, f"{BEST_PREFIX}{epoch + 1:03d}_{value:.4f}.pth")
+        self._write({"model": self._weights(), "epoch": epoch + 1, self.indicator: value,
                      **self._architecture()}, path)
         self.best.append((value, epoch, path))
         self.best.sort(key=lambda item: item[0], reverse=self.mode == "max")
@@ -120,6 +130,17 @@ class ModelCheckpoint(Callback):
                 os.remove(stale)
         self.best = self.best[: self.save_best_k]
         self.logger.info("saved best model %s (%s=%.4f)", path, self.indicator, value)
+
+    def _remove_leftovers(self):
+        kept = {os.path.abspath(path) for _, _, path in self.best}
+        for name in os.listdir(self.model_dir):
+            path = os.path.join(self.model_dir, name)
+            cut_short = name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)
+            not_best = self._restored and name.startswith(BEST_PREFIX) and os.path.abspath(path) not in kept
+            if cut_short or not_best:
+                self.logger.info("removing %s, left by an interrupted run", path)
+                os.remove(path)
+        self.best = [entry for entry in self.best if os.path.isfile(entry[2])]
 
     def _is_among_best(self, value) -> bool:
         if len(self.best) < self.save_best_k:
@@ -161,3 +182,4 @@ class ModelCheckpoint(Callback):
 
     def load_state_dict(self, state):
         self.best = [tuple(item) for item in state.get("best", [])]
+        self._restored = True

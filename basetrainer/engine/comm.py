@@ -8,6 +8,9 @@ import os
 import torch
 import torch.distributed as dist
 
+from ..errors import LaunchError
+from ..utils.log import get_logger
+
 _LOCAL_RANK = None
 
 
@@ -128,15 +131,32 @@ def get_device(gpu_id=None) -> torch.device:
     """The device this process trains on.
 
     Under several processes each one takes the GPU of its local rank (choose GPUs with
-    ``CUDA_VISIBLE_DEVICES``); one process takes the first id of ``gpu_id``. Without
-    CUDA, or with ``gpu_id`` empty or negative, the CPU.
+    ``CUDA_VISIBLE_DEVICES``); one process takes the first id of ``gpu_id``. With
+    ``gpu_id`` empty or negative, the CPU; without CUDA, the CPU too, with a warning when a
+    process asked for more than the default ``[0]`` ("the first GPU, if any").
     """
     ids = as_id_list(gpu_id)
-    if not torch.cuda.is_available() or not ids or ids[0] < 0:
+    if not ids or ids[0] < 0:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        if ids != [0] and get_world_size() == 1:  # several processes: launch() has said it already
+            _warn_once(f"gpu_id {ids} asks for GPU(s) but CUDA is not available here: training on the CPU")
         return torch.device("cpu")
     if get_world_size() > 1:
         return torch.device("cuda", get_local_rank())
+    if ids[0] >= torch.cuda.device_count():
+        raise LaunchError(f"gpu_id {ids} asks for GPU {ids[0]} but this machine has {torch.cuda.device_count()}; "
+                          f"list only ids below {torch.cuda.device_count()}")
     return torch.device("cuda", ids[0])
+
+
+_warned = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned and is_main_process():
+        _warned.add(message)
+        get_logger().warning(message)
 
 
 def as_id_list(gpu_id) -> list:

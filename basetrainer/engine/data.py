@@ -101,8 +101,8 @@ def build_dataloader(
     per_rank = len(sampler) if sampler is not None else len(dataset)
     if drop_last and per_rank < batch_size:
         raise DataError(
-            f"the {phase} loader yields no batch: {per_rank} samples per process < batch_size {batch_size} "
-            f"with drop_last; lower batch_size or set drop_last false"
+            f"the {phase} loader yields no batch: {per_rank} samples per process < batch_size {batch_size}, "
+            f"and drop_last drops the short batch; lower batch_size (or build the loader with drop_last=False)"
         )
     return DataLoader(
         dataset,

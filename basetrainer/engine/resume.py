@@ -87,6 +87,27 @@ def load_training_state(trainer, saved: dict, name: str = "the checkpoint") -> N
                                "loss_tally": saved.get("loss_tally")}
 
 
+def resume_or_seed(trainer) -> None:
+    """Loads the checkpoint ``resume`` names into ``trainer`` and says where training goes on;
+    without one, seeds every rank's random streams differently, from the one seed."""
+    path = find_checkpoint(trainer.options.resume, [trainer.checkpoint_path], trainer.options.work_dir)
+    if path is None:
+        seed_everything(trainer.seed + trainer.rank)  # dropout, augmentation: per rank, reproducibly
+        return
+    load_training_state(trainer, checkpoint.load_checkpoint(path), name=path)
+    state = trainer.state
+    if not trainer.is_main_process:
+        return
+    if state.start_epoch >= state.max_epochs:
+        logger.warning("%s is a finished run: all %d epochs are trained, so there is nothing to do; to train "
+                       "longer, raise num_epochs and resume again", path, state.max_epochs)
+    elif state.start_batch:
+        logger.info("resumed from %s in epoch %d, after its first %d batches", path, state.start_epoch + 1,
+                    state.start_batch)
+    else:
+        logger.info("resumed from %s at the start of epoch %d", path, state.start_epoch + 1)
+
+
 def warn_changed_settings(saved, now, name) -> None:
     """Names the training settings that differ from those ``name`` was written with."""
     if not isinstance(saved, dict):

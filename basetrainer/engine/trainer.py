@@ -63,7 +63,8 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         self.num_samples = self.train_num = self.test_num = 0
         self.events = CallbackList([])
         self.pending_restore = None  # RNG and loss sums of a resumed run, restored once the loader is positioned
-        self._checkpoint_path = self._export_weights = self._stop_signal = None
+        self.checkpoint_path = None  # where a stop signal saves (set by a checkpoint callback)
+        self._export_weights = self._stop_signal = None
         self._moves_batches = self.device.type != "cpu" or self.options.channels_last
 
     # ------------------------------------------------------------------ the loop
@@ -267,7 +268,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
     def save_checkpoint(self, path=None) -> str:
         """Writes the full training state to ``path`` (default: the checkpoint path set by
         :meth:`set_checkpoint_path`). Every rank calls it; the main process writes, atomically."""
-        path = path or self._checkpoint_path
+        path = path or self.checkpoint_path
         self.state.loss_tally.fold()  # never replace a good checkpoint by NaN weights
         saved = self.state_dict()
         if self.is_main_process:
@@ -277,7 +278,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
 
     def set_checkpoint_path(self, path) -> None:
         """Where a stop signal saves the training state, and where ``resume: auto`` looks first."""
-        self._checkpoint_path = path
+        self.checkpoint_path = path
 
     def export_weights(self) -> dict:
         """The weights to ship: those of the provider set with :meth:`set_export_weights`
@@ -313,7 +314,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         """Saves the training state (when a checkpoint path is set) and stops with TrainingInterrupted."""
         state = self.state
         state.loss_tally.fold()
-        where = (f"saved {self.save_checkpoint()}" if self._checkpoint_path
+        where = (f"saved {self.save_checkpoint()}" if self.checkpoint_path
                  else "no ModelCheckpoint callback, nothing saved")
         name = signal.Signals(self._stop_signal).name if self._stop_signal else "a stop request"
         raise TrainingInterrupted(f"stopped by {name} at epoch {state.epoch}, batch {state.batch} ({where}); "
@@ -329,13 +330,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
 
     def resume_or_seed(self):
         """Loads the checkpoint ``cfg.resume`` names ("auto": the newest last.pth), else seeds per rank."""
-        path = resume.find_checkpoint(self.options.resume, [self._checkpoint_path], self.options.work_dir)
-        if path is None:
-            seed_everything(self.seed + self.rank)  # per-rank streams (dropout, augmentation), from one seed
-            return
-        self.load_state_dict(checkpoint.load_checkpoint(path), name=path)
-        if self.is_main_process:
-            logger.info("resumed from %s at epoch %d, batch %d", path, self.state.start_epoch, self.state.start_batch)
+        resume.resume_or_seed(self)
 
     def loader(self, phase: str):
         """The data loader of ``phase``: "train", or "test" (may be None)."""
