@@ -10,12 +10,12 @@ VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "basetrainer" / "__init_
 ONNX = ["onnx>=1.18", "onnxruntime>=1.20", "onnxscript>=0.5", "onnxslim>=0.1.80"]
 
 EXTRAS = {
-    "plots": ["matplotlib>=3.5"],
+    "plots": [],  # matplotlib is a core dependency now; the extra stays for old install commands
     "prune": ["torch-pruning>=1.4"],
     # NNI's ModelSpeedup works with torch 2.x only up to NNI 2.10.
     "nni": ["nni==2.10.1"],
     "onnx": ONNX,
-    "test": ["pytest>=7", "matplotlib>=3.5", "torch-pruning>=1.4", *ONNX],
+    "test": ["pytest>=7", "torch-pruning>=1.4", *ONNX],
 }
 
 setup(
@@ -31,6 +31,7 @@ setup(
     install_requires=[
         "torch>=2.1",
         "torchvision>=0.16",
+        "matplotlib>=3.5",  # the confusion-matrix and training-curves pictures
         "numpy",
         "pillow",
         "pyyaml>=5.1",

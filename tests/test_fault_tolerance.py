@@ -106,6 +106,13 @@ def test_missing_data_folder(guarded, capsys, tmp_path):
     assert line.startswith(f"error: train_data: no such folder {tmp_path / 'nowhere'}; point train_data at")
 
 
+def test_a_run_that_fails_its_data_checks_leaves_no_work_dir(trained, capsys, tmp_path):
+    data, _ = trained
+    work = tmp_path / "new_run"
+    fails(capsys, *base_flags(data, work), "--train_data", tmp_path / "nowhere")
+    assert not work.exists()
+
+
 def test_empty_data_folder(guarded, capsys, tmp_path):
     data, work = guarded
     (tmp_path / "empty").mkdir()

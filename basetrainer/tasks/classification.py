@@ -66,13 +66,13 @@ class ClassificationTrainer(EngineTrainer):
         super().__init__(cfg)
         self.model_dir = os.path.join(cfg.work_dir, "model")
         self.log_dir = os.path.join(cfg.work_dir, "log")
-        if self.is_main_process:
-            create_dir(self.model_dir)
-            create_dir(self.log_dir)
+        # train.log appears with its first line: a run whose data fails the checks in build() leaves no work_dir.
         self.logger = set_logger(level="info", logfile=os.path.join(self.log_dir, "train.log"),
                                  is_main_process=self.is_main_process)
         self.build(cfg)
         if self.is_main_process:
+            create_dir(self.model_dir)
+            create_dir(self.log_dir)
             save_config(cfg, os.path.join(cfg.work_dir, "config.yaml"))
         num_params = sum(p.numel() for p in self.model.parameters())
         self.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",

@@ -37,9 +37,7 @@ def set_logger(level="debug", logfile=None, is_main_process=True) -> logging.Log
     formatter = logging.Formatter(prefix + _FORMAT, _DATE_FORMAT)
     handlers = [_ConsoleHandler()]
     if main and logfile:
-        folder = os.path.dirname(os.path.abspath(logfile))
-        os.makedirs(folder, exist_ok=True)
-        handlers.append(logging.FileHandler(logfile, mode="a", encoding="utf-8"))
+        handlers.append(_LazyFileHandler(logfile))
     for handler in handlers:
         handler.setFormatter(formatter)
         handler._basetrainer = True
@@ -55,6 +53,18 @@ def get_logger() -> logging.Logger:
 def _rank() -> int:
     # torch.distributed directly: this module sits below the engine and imports nothing of it.
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+class _LazyFileHandler(logging.FileHandler):
+    """Appends to a log file that, with its folder, is created when the first line is written:
+    a run that stops at its first checks (a config typo, missing data) leaves nothing behind."""
+
+    def __init__(self, path):
+        super().__init__(path, mode="a", encoding="utf-8", delay=True)
+
+    def _open(self):
+        os.makedirs(os.path.dirname(self.baseFilename), exist_ok=True)
+        return super()._open()
 
 
 class _ConsoleHandler(logging.StreamHandler):
