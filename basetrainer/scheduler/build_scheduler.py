@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-from ..callbacks.callbacks import HIGHEST, Callback
+from ..engine.events import HIGHEST, Callback
 from ..errors import ConfigError
 from . import schedules
 
