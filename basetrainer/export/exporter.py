@@ -91,27 +91,15 @@ def export_model(model: nn.Module, example_input, path: str, format: str = "onnx
     was_training = module.training
     module.eval()
     try:
-        dynamic_shapes = _dynamic_shapes(inputs, dynamic_dims)
-        if format == "onnx":
-            with torch.no_grad():
-                num_outputs = len(_tensors(module(*inputs)))
-            torch.onnx.export(module, inputs, path, dynamo=True, verbose=False, external_data=False,
-                              dynamic_shapes=dynamic_shapes, opset_version=opset_version,
-                              input_names=list(input_names or _names("input", len(inputs))),
-                              output_names=list(output_names or _names("output", num_outputs)))
-        elif format == "torchscript":
-            with _torchscript_deprecation_silenced():
-                torch.jit.trace(module, inputs).save(path)
-        else:
-            torch.export.save(torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes), path)
+        _write(module, inputs, path, format, _dynamic_shapes(inputs, dynamic_dims), input_names, output_names,
+               opset_version)
         result = ExportResult(path, format, atol=atol)
         if check:
-            batch = check_batch_size or (inputs[0].shape[0] + 1 if 0 in dynamic_dims else inputs[0].shape[0])
-            batch_inputs = _check_inputs(inputs, batch)
+            result.batch_size = check_batch_size or inputs[0].shape[0] + (1 if 0 in dynamic_dims else 0)
+            batch = _check_inputs(inputs, result.batch_size)
             with torch.no_grad():
-                expected = _tensors(module(*batch_inputs))
-            result.batch_size = batch
-            result.max_abs_diff = _max_abs_diff(expected, _run_file(path, format, batch_inputs))
+                expected = _tensors(module(*batch))
+            result.max_abs_diff = _max_abs_diff(expected, _run_file(path, format, batch))
     finally:
         module.train(was_training)
     if result.checked and not result.passed:
@@ -119,6 +107,21 @@ def export_model(model: nn.Module, example_input, path: str, format: str = "onnx
     else:
         logger.info("wrote %s; %s", path, result)
     return result
+
+
+def _write(module, inputs, path, format, dynamic_shapes, input_names, output_names, opset_version) -> None:
+    if format == "onnx":
+        with torch.no_grad():
+            num_outputs = len(_tensors(module(*inputs)))
+        torch.onnx.export(module, inputs, path, dynamo=True, verbose=False, external_data=False,
+                          dynamic_shapes=dynamic_shapes, opset_version=opset_version,
+                          input_names=list(input_names or _names("input", len(inputs))),
+                          output_names=list(output_names or _names("output", num_outputs)))
+    elif format == "torchscript":
+        with _torchscript_deprecation_silenced():
+            torch.jit.trace(module, inputs).save(path)
+    else:
+        torch.export.save(torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes), path)
 
 
 def _run_file(path: str, format: str, inputs: tuple) -> list:
