@@ -4,6 +4,7 @@ Each file is checked here by loading it back independently of ``export_model``'s
 """
 import os
 import re
+import shutil
 import sys
 
 import onnxruntime
@@ -13,7 +14,7 @@ from torch import nn
 
 from basetrainer.cli import main
 from basetrainer.errors import ConfigError
-from basetrainer.export import MissingDependencyError, export_model
+from basetrainer.export import MissingDependencyError, export_model, model_from_checkpoint
 from basetrainer.models.build_models import get_models
 from conftest import run_python
 
@@ -170,6 +171,20 @@ def test_export_command_rebuilds_a_weights_only_file_from_the_runs_config(run_di
     model.load_state_dict(ema)
     batch = torch.randn(2, 3, 16, 16)
     torch.testing.assert_close(run_file(out, "exported-program", batch), outputs_of(model, batch), atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_a_weights_only_file_without_last_pth_beside_it_is_rebuilt_from_the_runs_config_yaml(run_dir, tmp_path):
+    (tmp_path / "model").mkdir()
+    shutil.copy(run_dir / "model" / "model_final.pth", tmp_path / "model")
+    shutil.copy(run_dir / "config.yaml", tmp_path)
+    loaded = model_from_checkpoint(str(tmp_path / "model" / "model_final.pth"))
+    ema, _, num_classes = ema_and_training_weights(run_dir / "model" / "last.pth")
+    model = get_models("resnet18", input_size=[16, 16], num_classes=num_classes, pretrained=False)
+    model.load_state_dict(ema)
+    batch = loaded.example_input(2)
+    assert batch.shape == (2, 3, 16, 16)
+    torch.testing.assert_close(outputs_of(loaded.model, batch), outputs_of(model, batch), atol=0, rtol=0)
 
 
 @pytest.mark.slow

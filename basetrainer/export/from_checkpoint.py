@@ -4,9 +4,9 @@
   widths are under ``architecture``, and an EMA callback's average (in ``callbacks``, as
   ``{"averaged": weights, "updates": n}``) is preferred to the training weights.
 - ``best_model_*.pth`` and ``model_final.pth``, weights only (already the EMA average when
-  EMA was on): the network is named by the run's ``config.yaml``, beside the ``model/``
-  folder; a pruned model's widths are in the best models themselves, and for
-  ``model_final.pth`` in the ``last.pth`` beside it.
+  EMA was on): the network is named by the config of the ``last.pth`` beside them, else by
+  the run's ``config.yaml`` beside the ``model/`` folder; a pruned model's widths are in
+  the best models themselves, and for ``model_final.pth`` in that ``last.pth``.
 """
 import os
 from dataclasses import dataclass
@@ -38,14 +38,17 @@ class LoadedModel:
 def model_from_checkpoint(path: str) -> LoadedModel:
     """The classifier saved in ``path`` (see the module docstring), on the CPU, in eval mode."""
     state = load_checkpoint(path)
-    cfg = _run_config(path, state)
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} holds no model weights (a {type(state).__name__}, not a dict)")
+    run_state = state if isinstance(state.get("config"), dict) else _last_beside(path)
+    cfg = _run_config(path, run_state)
     missing = [key for key in ("net_type", "input_size", "num_classes") if not cfg.get(key)]
     if missing:
         raise CheckpointError(f"the config of {path} has no {', '.join(missing)}: it was not written by the "
                               f"classification task; rebuild the model in code and call export_model")
     model = get_models(cfg["net_type"], input_size=cfg["input_size"], num_classes=cfg["num_classes"],
                        width_mult=cfg.get("width_mult", 1.0), pretrained=False)
-    spec = _architecture(path, state)
+    spec = state.get("architecture") or (run_state or {}).get("architecture")
     if spec:
         apply_architecture_spec(model, spec)
     weights, description = _weights(path, state, cfg)
@@ -54,38 +57,32 @@ def model_from_checkpoint(path: str) -> LoadedModel:
     return LoadedModel(model.eval(), list(cfg["input_size"]), description)
 
 
-def _run_config(path: str, state) -> dict:
-    if isinstance(state, dict) and isinstance(state.get("config"), dict):
-        return state["config"]
+def _last_beside(path: str):
+    """The training state in the ``last.pth`` beside a weights-only file, or None."""
+    last = os.path.join(os.path.dirname(os.path.abspath(path)), "last.pth")
+    return load_checkpoint(last) if os.path.isfile(last) else None
+
+
+def _run_config(path: str, run_state) -> dict:
+    if run_state is not None and isinstance(run_state.get("config"), dict):
+        return run_state["config"]
     config_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "config.yaml")
     if not os.path.isfile(config_file):
-        raise CheckpointError(f"{path} holds weights only and there is no {config_file} to name the network; "
-                              f"export from the run's last.pth, or keep config.yaml beside the model/ folder")
+        raise CheckpointError(f"{path} holds weights only, and there is neither a last.pth beside it nor a "
+                              f"{config_file} to name the network; export from the run's last.pth")
     return load_config(config_file)
-
-
-def _architecture(path: str, state):
-    """A pruned model's widths: from the file, else (weights-only files) from the last.pth beside it."""
-    if isinstance(state, dict) and "architecture" in state:
-        return state["architecture"]
-    if isinstance(state, dict) and "model" in state:
-        return None
-    last = os.path.join(os.path.dirname(os.path.abspath(path)), "last.pth")
-    if os.path.isfile(last) and os.path.abspath(last) != os.path.abspath(path):
-        return load_checkpoint(last).get("architecture")
-    return None
 
 
 def _weights(path: str, state, cfg) -> tuple:
     """The weights to export and what they are, in words."""
     name = os.path.basename(path)
-    for callback_state in (state.get("callbacks") or {}).values() if isinstance(state, dict) else ():
+    for callback_state in (state.get("callbacks") or {}).values():
         if isinstance(callback_state, dict) and isinstance(callback_state.get("averaged"), dict):
             updates = callback_state.get("updates", 0)
             return (extract_model_state(callback_state["averaged"]),
                     f"the EMA average of the weights ({updates} updates) from {name}")
     weights = extract_model_state(state)
-    if isinstance(state, dict) and "callbacks" in state:
+    if "callbacks" in state:
         return weights, f"the training weights from {name} (the run kept no EMA average)"
     if float(cfg.get("ema_decay") or 0) > 0:
         return weights, f"the weights in {name} (the EMA average: EMA was on in that run)"
