@@ -15,7 +15,11 @@ EXTRAS = {
     # NNI's ModelSpeedup works with torch 2.x only up to NNI 2.10.
     "nni": ["nni==2.10.1"],
     "onnx": ONNX,
-    "test": ["pytest>=7", "torch-pruning>=1.4", *ONNX],
+    # Trackers for LogHistory (loggers: [mlflow, wandb]). The full mlflow, not mlflow-skinny:
+    # the default local store is SQLite, which needs mlflow's database layer.
+    "mlflow": ["mlflow>=2.9"],
+    "wandb": ["wandb>=0.19.10"],  # wandb.init(reinit="create_new")
+    "test": ["pytest>=7", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9", "wandb>=0.19.10"],
 }
 
 setup(

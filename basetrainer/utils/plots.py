@@ -18,7 +18,7 @@ _warned_missing = False
 def plot_training_curves(rows, path):
     """Draws one panel per indicator (its train and test values by epoch) and one for the LR.
 
-    ``rows`` are the history's rows, one per epoch: ``{"epoch": 0, "lr": 0.1,
+    ``rows`` are the history's rows, one per epoch: ``{"epoch": 1, "lr": 0.1,
     "train_loss": 0.9, "test_loss": 1.1, "train_Acc": 71.0, ...}``; a missing or empty
     value leaves a gap. Returns ``path``, or None when matplotlib is missing or there is
     nothing to draw.
@@ -56,11 +56,15 @@ def training_curves_figure(rows):
         series = [("lr", "lr")] if name == "lr" else [("train", f"train_{name}"), ("test", f"test_{name}")]
         for label, key in series:
             values = [as_float(row.get(key)) for row in rows]
-            if any(v == v for v in values):
-                ax.plot(epochs, values, marker="o", markersize=3, label=label)
+            points = sum(v == v for v in values)
+            if points:  # a curve of one point is only its marker: draw it large enough to see
+                ax.plot(epochs, values, marker="o", markersize=3 if points > 1 else 7, label=label)
         ax.set_title(name, y=1.0)  # a fixed place: finding one clear of the ticks costs half the drawing
         ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        # Epoch ticks only, even for one epoch (its default view is +-0.05 around it, ticked in hundredths).
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        if min(epochs) == max(epochs):
+            ax.set_xlim(epochs[0] - 0.5, epochs[0] + 0.5)
         if name != "lr" and _spans_decades(ax):  # e.g. a first-epoch loss 1000x the last flattens the rest
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
