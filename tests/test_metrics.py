@@ -10,7 +10,7 @@ import torch
 from basetrainer.callbacks.multi_losses_recorder import MultiLossesRecorder
 from basetrainer.metric.accuracy_recorder import AccuracyRecorder
 from basetrainer.metric.classification_report import confusion_matrix, format_report, precision_recall_f1
-from workers.metrics_worker import CLASSES, blobs, make_model
+from workers.metrics_worker import CLASSES, ClassifierTrainer, blobs, cfg, make_model
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "metrics_worker.py")
 
@@ -166,11 +166,41 @@ def test_writes_the_confusion_matrix_as_csv_and_png(tmp_path):
     assert (tmp_path / "confusion_matrix.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_logs_the_per_class_report(caplog):
+def test_an_evaluation_outside_training_logs_the_per_class_report_at_once(caplog):
     with caplog.at_level("INFO", logger="basetrainer"):
         feed(AccuracyRecorder(target_names=CLASSES), "test", [(logits_for(PREDS), TARGETS)])
     text = caplog.text
     assert "precision" in text and "bird" in text and "weighted avg" in text
+
+
+def reports_of_a_run(caplog, tmp_path, **options):
+    """Trains 3 epochs with an AccuracyRecorder(**options) writing to tmp_path; returns its result lines."""
+    def callbacks():
+        return [AccuracyRecorder(target_names=CLASSES, log_dir=str(tmp_path), **options)]
+
+    with caplog.at_level("INFO", logger="basetrainer"):
+        ClassifierTrainer(cfg(num_epochs=3, callbacks=callbacks)).run()
+    return [r.getMessage().splitlines()[0] for r in caplog.records if getattr(r, "result", False)]
+
+
+def test_during_training_the_per_class_report_comes_once_at_the_end(caplog, tmp_path):
+    results = reports_of_a_run(caplog, tmp_path)
+    assert [line for line in results if "per-class report" in line] == ["per-class report (epoch 3):"]
+    assert [line.split(" (")[-1] for line in results if line.startswith("test Acc")] == \
+        ["epoch 1)", "epoch 2)", "epoch 3)"]  # one line per evaluation, epochs counted from 1
+    assert results[-1] == "per-class report (epoch 3):"
+
+
+def test_report_epoch_logs_the_per_class_report_after_every_evaluation(caplog, tmp_path):
+    results = reports_of_a_run(caplog, tmp_path, report="epoch")
+    assert [line for line in results if "per-class report" in line] == \
+        [f"per-class report (epoch {epoch}):" for epoch in (1, 2, 3)]
+
+
+def test_report_false_logs_no_report_but_writes_the_confusion_matrix_at_the_end(caplog, tmp_path):
+    results = reports_of_a_run(caplog, tmp_path, report=False)
+    assert not [line for line in results if "per-class report" in line]
+    assert (tmp_path / "confusion_matrix.csv").is_file() and (tmp_path / "confusion_matrix.png").is_file()
 
 
 # ---------------------------------------------------------------------- MultiLossesRecorder
@@ -244,7 +274,7 @@ def test_two_processes_log_once_and_match_single_process_accuracy(tmp_path):
 
     with open(tmp_path / "history.csv", newline="") as stream:
         rows = list(csv.DictReader(stream))
-    assert [row["epoch"] for row in rows] == ["0", "1"]  # one row per epoch: rank 1 wrote none
+    assert [row["epoch"] for row in rows] == ["1", "2"]  # one row per epoch: rank 1 wrote none
     assert float(rows[-1]["test_Acc"]) == expected_acc
     with open(tmp_path / "confusion_matrix.csv", newline="") as stream:
         counts = [[int(v) for v in row[1:]] for row in list(csv.reader(stream))[1:]]
@@ -252,4 +282,4 @@ def test_two_processes_log_once_and_match_single_process_accuracy(tmp_path):
 
     assert (tmp_path / "train_rank0.log").is_file() and not (tmp_path / "train_rank1.log").exists()
     assert len([p for p in os.listdir(tmp_path) if p.startswith("events.out.tfevents")]) == 1
-    assert result.stderr.count("per-class report") == 2  # one per epoch, from rank 0 only
+    assert (result.stdout + result.stderr).count("per-class report") == 1  # at the end, from rank 0 only

@@ -5,6 +5,7 @@ import torch
 
 from ..engine import comm
 from ..engine.events import HIGH, Callback, phase_reduction
+from ..loggers.base import RESULT
 from ..utils.log import get_logger
 from . import classification_report
 
@@ -17,10 +18,15 @@ class AccuracyRecorder(Callback):
     With ``topk=(1, 5)``, ``"<indicator>_top5"`` is published too. Train values are
     published at ``on_epoch_end``, test values at ``on_test_end``.
 
-    At the end of each evaluation the main process logs the per-class precision, recall
-    and F1 (labelled with ``target_names``), and, when ``log_dir`` is given, writes the
-    confusion matrix there as ``confusion_matrix.csv`` and ``confusion_matrix.png``
-    (rows: true class, columns: predicted class); ``test_matrix`` holds it too.
+    After each evaluation the main process logs one line, the test accuracy. The per-class
+    precision, recall and F1 (labelled with ``target_names``) of the last evaluation are
+    logged at the end of training with ``report=True``, after every evaluation with
+    ``report="epoch"``, never with ``report=False``; at the same points (at the end with
+    ``report=False``), when ``log_dir`` is given, the confusion matrix is written there as
+    ``confusion_matrix.csv`` and ``confusion_matrix.png`` (rows: true class, columns:
+    predicted class). An evaluation outside training (``trainer.evaluate()``) reports at
+    once. The accuracy line and the report are results (``extra=RESULT``);
+    ``test_matrix`` holds the last confusion matrix.
 
     Per batch this only keeps references to the logits and targets; every ``fold_every``
     batches (sooner when they hold ``fold_elements`` logits) they are folded into
@@ -44,6 +50,7 @@ class AccuracyRecorder(Callback):
         self.train_tally = ClassificationTally(self.topk, fold_every, fold_elements)
         self.test_tally = ClassificationTally(self.topk, fold_every, fold_elements)
         self.test_matrix = None
+        self._training = False  # between on_train_begin and on_train_end: the report waits for the end
 
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
         self.train_tally.update(_logits(outputs), _targets(inputs))
@@ -54,13 +61,23 @@ class AccuracyRecorder(Callback):
     def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
         self.test_tally.update(_logits(outputs), _targets(inputs))
 
+    def on_train_begin(self, logs=None):
+        self._training = True
+
     def on_test_end(self, logs=None):
         logs = {} if logs is None else logs
         matrix = self._publish(self.test_tally, "test", logs)
         if matrix is not None:
             self.test_matrix = matrix
             if self.is_main_process:
-                self._write_report(matrix, logs)
+                self._log_accuracy(matrix, logs)
+                if self.report == "epoch" or not self._training:
+                    self._write_report(matrix)
+
+    def on_train_end(self, logs=None):
+        if self.test_matrix is not None and self.is_main_process and self.report != "epoch":
+            self._write_report(self.test_matrix)
+        self._training = False
 
     def on_epoch_end(self, epoch, logs=None):
         self._publish(self.train_tally, "train", {} if logs is None else logs)
@@ -95,14 +112,20 @@ class AccuracyRecorder(Callback):
             values[f"{self.indicator}_top{k}"] = 100.0 * hits / total
         return matrix
 
-    def _write_report(self, matrix, logs):
-        epoch = logs.get("epoch")
-        where = f" (epoch {epoch + 1})" if isinstance(epoch, int) else ""
+    def _epoch_label(self) -> str:
+        """`` (epoch N)``, N from 1, during training; empty for an evaluation on its own."""
+        state = self.state
+        return f" (epoch {state.epoch + 1})" if self._training and state is not None else ""
+
+    def _log_accuracy(self, matrix, logs):
         self.logger.info("test %s %.4f on %d samples%s", self.indicator, logs["test"][self.indicator],
-                         int(matrix.sum()), where)
+                         int(matrix.sum()), self._epoch_label(), extra=RESULT)
+
+    def _write_report(self, matrix):
+        where = self._epoch_label()
         if self.report:
             self.logger.info("per-class report%s:\n%s", where,
-                             classification_report.format_report(matrix, self.target_names))
+                             classification_report.format_report(matrix, self.target_names), extra=RESULT)
         if self.log_dir:
             from ..utils import plots
 
