@@ -41,8 +41,9 @@ class LogHistory(Callback):
       global batch of the epoch's last batch, on the same axis as the per-step scalars.
     - At the end of training, ``training_curves.png`` (``plot``; needs matplotlib); then
       each logger that takes files gets it and the ``artifacts`` that exist (the
-      confusion matrix, the final weights) and is closed. When training raises, the
-      loggers are closed with what they hold.
+      confusion matrix, the final weights) and is closed: here, or after the checkpoints
+      when an :class:`EndLoggers` is listed (the final weights are written then). When
+      training raises, the loggers are closed with what they hold.
 
     ``loggers`` are names for :func:`~basetrainer.loggers.build_loggers` (tensorboard,
     csv, mlflow, wandb) or :class:`~basetrainer.loggers.base.Logger` objects; by default
