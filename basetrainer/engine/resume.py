@@ -11,7 +11,7 @@ from ..config import to_plain
 from ..errors import CheckpointError
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
-from . import checkpoint, comm
+from . import checkpoint, comm, elastic, sharded_checkpoint
 from .strategies import unwrap_model
 
 logger = get_logger()
@@ -21,9 +21,10 @@ RUN_SETTINGS = ("num_epochs", "lr", "batch_size", "optim_type", "momentum", "wei
                 "scheduler", "milestones", "num_warn_up", "accumulate_grad_batches", "clip_grad_norm", "amp")
 
 
-def training_state(trainer) -> dict:
+def training_state(trainer, with_weights: bool = True) -> dict:
     """Everything an exact continuation needs. Every rank calls it (it gathers the ranks'
-    RNG states); only the main process need write it."""
+    RNG states); only the main process need write it. ``with_weights=False`` leaves out the
+    model and the optimizer (a sharded checkpoint saves those itself)."""
     state = trainer.state
     epoch, batch = state.resume_position()
     saved = {
@@ -31,10 +32,10 @@ def training_state(trainer) -> dict:
         "epoch": epoch,
         "batch": batch,
         "iteration": state.global_step,
+        "last_eval_step": state.last_eval_step,
         "samples_seen": state.samples_seen,
         "world_size": trainer.world_size,
-        "model": trainer.strategy.model_state_dict(trainer.model),
-        "optimizer": trainer.optimizer.state_dict(),
+        **elastic.layout(trainer),
         "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
         "callbacks": {key: cb.state_dict() for key, cb in keyed_callbacks(trainer.callbacks)
                       if hasattr(cb, "state_dict")},
@@ -45,23 +46,27 @@ def training_state(trainer) -> dict:
     spec = getattr(unwrap_model(trainer.model), "pruning_spec", None)
     if spec is not None:
         saved["architecture"] = spec
+    if with_weights:
+        saved.update(model=trainer.strategy.model_state_dict(trainer.model), optimizer=trainer.optimizer.state_dict())
     return saved
 
 
-def load_training_state(trainer, saved: dict, name: str = "the checkpoint") -> None:
-    """Puts ``saved`` (a :func:`training_state`) back into ``trainer``.
+def load_training_state(trainer, saved: dict, name: str = "the checkpoint", with_weights: bool = True) -> None:
+    """Puts ``saved`` (a :func:`training_state`) back into ``trainer`` (``with_weights=False``:
+    all but the model and the optimizer, which a sharded checkpoint has loaded itself).
 
     The RNG states and the interrupted epoch's loss sums wait in ``trainer.pending_restore``
     until the loop has positioned the loader, so that skipped batches draw nothing.
     """
-    for key in ("model", "optimizer", "epoch", "batch"):
+    for key in ("model", "optimizer", "epoch", "batch") if with_weights else ("epoch", "batch"):
         if key not in saved:
             raise CheckpointError(f"{name} is not a full training checkpoint (no '{key}'); "
                                   f"use finetune to load weights only")
-    model_state = {checkpoint.strip_prefixes(k): v for k, v in saved["model"].items()}
-    checkpoint.check_shapes(trainer.model, model_state, name)
-    trainer.strategy.load_model_state_dict(trainer.model, model_state)
-    trainer.optimizer.load_state_dict(saved["optimizer"])
+    if with_weights:
+        model_state = {checkpoint.strip_prefixes(k): v for k, v in saved["model"].items()}
+        checkpoint.check_shapes(trainer.model, model_state, name)
+        trainer.strategy.load_model_state_dict(trainer.model, model_state)
+        trainer.optimizer.load_state_dict(saved["optimizer"])
     if trainer.scaler is not None and saved.get("scaler"):
         trainer.scaler.load_state_dict(saved["scaler"])
     callback_states = saved.get("callbacks", {})
@@ -74,7 +79,9 @@ def load_training_state(trainer, saved: dict, name: str = "the checkpoint") -> N
             logger.warning("%s holds no state for callback %s; it starts afresh", name, key)
     state = trainer.state
     state.start_epoch, state.start_batch = int(saved["epoch"]), int(saved["batch"])
+    elastic.adapt(trainer, saved, name)  # another number of processes: the same global batch and samples
     state.global_step = int(saved.get("iteration", 0))
+    state.last_eval_step = int(saved.get("last_eval_step", -1))
     state.samples_seen = int(saved.get("samples_seen", 0))
     if trainer.is_main_process:
         warn_changed_settings(saved.get("config"), to_plain(trainer.cfg), name)
@@ -94,11 +101,18 @@ def resume_or_seed(trainer) -> None:
     if path is None:
         seed_everything(trainer.seed + trainer.rank)  # dropout, augmentation: per rank, reproducibly
         return
-    load_training_state(trainer, checkpoint.load_checkpoint(path), name=path)
+    if sharded_checkpoint.is_sharded_checkpoint(path):  # model and optimizer go straight into their shards
+        saved = trainer.sharded_checkpointer.load(trainer.model, trainer.optimizer, path)
+        load_training_state(trainer, saved, name=path, with_weights=False)
+    else:
+        load_training_state(trainer, checkpoint.load_checkpoint(path), name=path)
     state = trainer.state
     if not trainer.is_main_process:
         return
-    if state.start_epoch >= state.max_epochs:
+    if state.finished:
+        logger.warning("%s is a finished run: all %d steps are trained, so there is nothing to do; to train "
+                       "longer, raise max_iters and resume again", path, state.max_steps)
+    elif state.start_epoch >= state.max_epochs and state.max_steps is None:
         logger.warning("%s is a finished run: all %d epochs are trained, so there is nothing to do; to train "
                        "longer, raise num_epochs and resume again", path, state.max_epochs)
     elif state.start_batch:
@@ -106,6 +120,22 @@ def resume_or_seed(trainer) -> None:
                     state.start_batch)
     else:
         logger.info("resumed from %s at the start of epoch %d", path, state.start_epoch + 1)
+
+
+def start_epoch_tally(trainer) -> None:
+    """A new epoch's loss sums, or, after a mid-epoch resume, the interrupted epoch's."""
+    state = trainer.state
+    state.loss_tally.start_epoch(state.epoch, state.start_batch)
+    saved = (trainer.pending_restore or {}).pop("loss_tally", None)
+    if saved is not None and state.start_batch:
+        state.loss_tally.load_state_dict(saved, trainer.device)
+
+
+def restore_rng(trainer) -> None:
+    """Puts back the random streams of the resumed run (once; the loop calls it after positioning the loader)."""
+    rng = (trainer.pending_restore or {}).pop("rng", None)
+    if rng is not None:
+        checkpoint.set_rng_state(rng)
 
 
 def warn_changed_settings(saved, now, name) -> None:
@@ -121,17 +151,19 @@ def warn_changed_settings(saved, now, name) -> None:
 
 def find_checkpoint(resume, known_paths=(), work_dir=None):
     """The checkpoint ``resume`` names: None (start afresh), a path, or "auto": the newest
-    existing file among ``known_paths`` and every ``last.pth`` under ``work_dir``."""
+    existing file among ``known_paths`` and every ``last.pth`` under ``work_dir``, or sharded
+    checkpoint (a ``last/`` directory, see :mod:`.sharded_checkpoint`)."""
     if resume is None:
         return None
     if str(resume).lower() != "auto":
-        if not os.path.isfile(str(resume)):
+        if not (os.path.isfile(str(resume)) or sharded_checkpoint.is_sharded_checkpoint(resume)):
             raise CheckpointError(f"resume: no checkpoint at {resume}; check the path, or use resume: auto")
         return str(resume)
     candidates = [p for p in known_paths if p]
     if work_dir:
         candidates += glob.glob(os.path.join(str(work_dir), "**", "last.pth"), recursive=True)
     existing = [p for p in set(candidates) if os.path.isfile(p)]
+    existing += sharded_checkpoint.find_sharded_checkpoints(known_paths, work_dir)
     if not existing:
         if comm.is_main_process():
             logger.info("resume: auto found no last.pth; starting from scratch")

@@ -15,20 +15,19 @@ devices is ``self.strategy`` (:mod:`.strategies`), and the full training state t
 checkpoints hold is written and read in :mod:`.resume`.
 """
 import contextlib
-import signal
 
 import torch
 
-from ..errors import TrainingInterrupted
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
-from . import checkpoint, comm, data, resume, signals
+from . import checkpoint, comm, data, evaluation, resume, sharded_checkpoint
 from .batch import batch_size, move_to_device, total_loss
 from .events import CallbackList
 from .hooks import TrainerHooks
 from .legacy import LegacyTrainerAttributes
 from .loss_tally import LossTally
 from .options import LoopOptions, option
+from .preemption import Preemption
 from .progress import ProgressBar
 from .state import RunState
 
@@ -64,12 +63,15 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         self.events = CallbackList([])
         self.pending_restore = None  # RNG and loss sums of a resumed run, restored once the loader is positioned
         self.checkpoint_path = None  # where a stop signal saves (set by a checkpoint callback)
-        self._export_weights = self._stop_signal = None
+        self.sharded_checkpointer = sharded_checkpoint.ShardedCheckpointer(asynchronous=self.options.async_checkpoint)
+        self._export_weights = None
+        self.preemption = Preemption(self.world_size, self.options.stop_check_every)
         self._moves_batches = self.device.type != "cpu" or self.options.channels_last
 
     # ------------------------------------------------------------------ the loop
     def run(self, logs=None):
-        """Trains from the start (or the resumed position) to ``max_epochs``; returns ``logs``."""
+        """Trains from the start (or the resumed position) for ``max_epochs`` epochs or
+        ``max_steps`` optimizer steps; returns ``logs``."""
         logs = {"train": {}, "test": {}, **(logs or {})}
         self.events = CallbackList(self.callbacks + self._builtin_callbacks(), trainer=self)
         self.resume_or_seed()
@@ -77,43 +79,46 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         state.logs, state.stop_requested = logs, False
         state.lr = logs["lr"] = self.optimizer.param_groups[0]["lr"]
         logs["epoch"] = state.start_epoch
-        with signals.handling(self._on_stop_signal):
+        with self.preemption.watching():
             try:
                 self.events.fire("on_train_begin", logs)
                 for epoch in range(state.start_epoch, state.max_epochs):
-                    if state.stop_requested:  # e.g. restored by a resumed EarlyStopping
+                    if state.stop_requested or state.finished:  # e.g. restored by a resumed EarlyStopping
                         break
                     self.train_epoch(epoch, logs)
-                    self.test_epoch(logs)
+                    if not self.options.eval_every_n_iters or self._last_steps_unevaluated():
+                        self.test_epoch(logs)  # at every epoch end, or after the last steps
                     state.epoch_finished = True
                     self.events.fire("on_epoch_end", epoch, logs)
                 self.events.fire("on_train_end", logs)
             except BaseException as error:  # callbacks flush and close, then the error goes on
                 self.events.fire_exception(error, logs)
                 raise
+            finally:
+                self.sharded_checkpointer.wait()  # a checkpoint still being written in the background
         return logs
 
     def train_epoch(self, epoch, logs):
         state, events = self.state, self.events
         state.epoch = logs["epoch"] = epoch
         state.epoch_finished = False
-        self._start_loss_tally()
+        resume.start_epoch_tally(self)  # the interrupted epoch's sums after a mid-epoch resume
         events.fire("on_epoch_begin", epoch, logs)
         self.model.train()
         batches = data.iterate_from(self.train_loader, epoch, state.start_batch)
-        self._restore_rng()  # after positioning the loader, so skipped batches draw nothing
+        resume.restore_rng(self)  # after positioning the loader, so skipped batches draw nothing
         for batch, inputs in enumerate(batches, start=state.start_batch):
             state.batch = batch
             events.fire("on_batch_begin", batch, logs)
-            if self._moves_batches:
-                inputs = move_to_device(inputs, self.device, self.options.channels_last)
+            inputs = self.to_device(inputs)
             outputs, losses = self.train_step(inputs)
             state.lr = logs["lr"] = self.optimizer.param_groups[0]["lr"]
             events.fire("on_train_summary", inputs, outputs, losses, epoch, batch, logs)
+            if self._evaluation_due():
+                self.test_epoch(logs)  # before on_batch_end, so a checkpoint there holds its results
             events.fire("on_batch_end", batch, logs)
-            if self._stop_signal is not None or self.world_size > 1:
-                self._preempt_if_signalled(batch)
-            if state.stop_requested:
+            self.preemption.check(self)
+            if state.stop_requested or state.finished:
                 break
         state.start_batch = 0
         state.loss_tally.fold()
@@ -125,7 +130,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         step_now, window = self._accumulation_window(state.batch)
         state.accumulating = not step_now
         with self._gradient_sync(step_now):
-            with self._autocast():
+            with self.autocast():
                 outputs, losses = self.run_step(inputs)
             loss = total_loss(losses)
             state.loss = loss.detach()  # callbacks read this rather than each detaching the loss again
@@ -185,24 +190,12 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
             scaler.update()
         state.skipped_steps += 1
         logger.warning("skipped the optimizer step at epoch %d, batch %d: non-finite loss or gradients",
-                       state.epoch, state.batch)
+                       state.epoch + 1, state.batch + 1)
         return False
 
     def test_epoch(self, logs):
-        """Runs the evaluation loop (eval mode, no grad) between ``on_test_begin`` and ``on_test_end``."""
-        events, state = self.events, self.state
-        events.fire("on_test_begin", logs)
-        if self.test_loader is not None:
-            self.model.eval()
-            with torch.no_grad():
-                for batch, inputs in enumerate(self.test_loader):
-                    if self._moves_batches:
-                        inputs = move_to_device(inputs, self.device, self.options.channels_last)
-                    with self._autocast():
-                        outputs, losses = self.run_step(inputs)
-                    state.loss = total_loss(losses)
-                    events.fire("on_test_summary", inputs, outputs, losses, state.epoch, batch, logs)
-        events.fire("on_test_end", logs)
+        """One evaluation over every test set (see :func:`basetrainer.engine.evaluation.evaluate`)."""
+        evaluation.evaluate(self, logs)
 
     def evaluate(self, logs=None):
         """Runs only the evaluation loop with the callbacks; returns ``logs["test"]``."""
@@ -210,6 +203,16 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         self.events = CallbackList(self.callbacks, trainer=self)
         self.test_epoch(logs)
         return logs["test"]
+
+    def predict(self, loader):
+        """The model's outputs (``predict_step``) for every sample of ``loader``, in dataset order,
+        gathered to every rank without the duplicates a padding sampler adds."""
+        return evaluation.predict(self, loader)
+
+    def predict_step(self, inputs):
+        """The outputs for one batch; override for other batch layouts. By default the model
+        applied to the batch, or to its first item when it is a tuple or list (``(images, targets)``)."""
+        return self.model(inputs[0] if isinstance(inputs, (tuple, list)) else inputs)
 
     # ------------------------------------------------------------------ loop helpers
     def _accumulation_window(self, batch):
@@ -229,23 +232,26 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         """Inside an accumulation window the gradients stay local until its last batch."""
         return contextlib.nullcontext() if sync else self.strategy.no_gradient_sync(self.model)
 
-    def _autocast(self):
+    def _evaluation_due(self) -> bool:
+        every, step = self.options.eval_every_n_iters, self.state.global_step
+        return bool(every) and not self.state.accumulating and step % every == 0 and step != self.state.last_eval_step
+
+    def _last_steps_unevaluated(self) -> bool:
+        """Whether training has ended (all steps taken, or a stop asked) after steps that no
+        evaluation saw: ``eval_every_n_iters`` then evaluates once more, at the end."""
+        state = self.state
+        ending = state.finished or state.stop_requested or state.epoch + 1 >= state.max_epochs
+        return ending and state.last_eval_step != state.global_step
+
+    def to_device(self, inputs):
+        """The batch on this process's device (channels-last when asked); on the CPU, as it is."""
+        return move_to_device(inputs, self.device, self.options.channels_last) if self._moves_batches else inputs
+
+    def autocast(self):
+        """Autocast to the ``amp`` dtype around a forward pass (nothing when ``amp`` is off)."""
         if self.options.amp is None:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.options.amp)
-
-    def _start_loss_tally(self):
-        """A new epoch's loss sums, or, after a mid-epoch resume, the interrupted epoch's."""
-        state = self.state
-        state.loss_tally.start_epoch(state.epoch, state.start_batch)
-        saved = (self.pending_restore or {}).pop("loss_tally", None)
-        if saved is not None and state.start_batch:
-            state.loss_tally.load_state_dict(saved, self.device)
-
-    def _restore_rng(self):
-        rng = (self.pending_restore or {}).pop("rng", None)
-        if rng is not None:
-            checkpoint.set_rng_state(rng)
 
     def _step_is_finite(self, grad_norm) -> bool:
         flag = torch.isfinite(grad_norm.float())
@@ -270,6 +276,9 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         :meth:`set_checkpoint_path`). Every rank calls it; the main process writes, atomically."""
         path = path or self.checkpoint_path
         self.state.loss_tally.fold()  # never replace a good checkpoint by NaN weights
+        if sharded_checkpoint.wanted(self.strategy, self.options):  # FSDP, async: each rank writes its shards
+            return self.sharded_checkpointer.save(self.model, self.optimizer, path,
+                                                  resume.training_state(self, with_weights=False))
         saved = self.state_dict()
         if self.is_main_process:
             checkpoint.save_checkpoint(saved, path)
@@ -290,36 +299,6 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
     def set_export_weights(self, provider) -> None:
         self._export_weights = provider
 
-    # ------------------------------------------------------------------ stop signals
-    def _on_stop_signal(self, signum, frame):
-        """SIGTERM/SIGUSR1 during training ask for a clean stop: save the state, exit 75."""
-        self._stop_signal = signum
-
-    def _preempt_if_signalled(self, batch) -> None:
-        """Saves and stops when a stop signal came; all ranks agree, at an optimizer-step boundary."""
-        state = self.state
-        if state.accumulating:
-            return
-        if self.world_size == 1:
-            signalled = True
-        elif state.global_step % self.options.stop_check_every and batch + 1 != self.num_batches:
-            return
-        else:
-            flag = torch.tensor([int(self._stop_signal is not None)], device=self.device)
-            signalled = bool(comm.all_reduce_max(flag)[0])
-        if signalled:
-            self.preempt()
-
-    def preempt(self):
-        """Saves the training state (when a checkpoint path is set) and stops with TrainingInterrupted."""
-        state = self.state
-        state.loss_tally.fold()
-        where = (f"saved {self.save_checkpoint()}" if self.checkpoint_path
-                 else "no ModelCheckpoint callback, nothing saved")
-        name = signal.Signals(self._stop_signal).name if self._stop_signal else "a stop request"
-        raise TrainingInterrupted(f"stopped by {name} at epoch {state.epoch}, batch {state.batch} ({where}); "
-                                  f"rerun with resume: auto to continue")
-
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
         """The whole training state (see :func:`basetrainer.engine.resume.training_state`)."""
@@ -333,8 +312,12 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         resume.resume_or_seed(self)
 
     def loader(self, phase: str):
-        """The data loader of ``phase``: "train", or "test" (may be None)."""
-        return self.train_loader if phase == "train" else self.test_loader
+        """The data loader of ``phase``: "train", or "test": the test set being evaluated, or
+        outside evaluation the first (None without a test loader)."""
+        if phase == "train":
+            return self.train_loader
+        sets = dict(evaluation.test_sets(self.test_loader))
+        return sets.get(self.state.eval_set, next(iter(sets.values()), None))
 
     def is_sharded(self, phase: str) -> bool:
         """Whether each rank sees different samples in ``phase`` ("train"/"test"): metrics then sum over ranks."""
