@@ -14,6 +14,7 @@ from basetrainer.callbacks.callbacks import HIGHEST, Callback, CallbackList
 from basetrainer.errors import ConfigError
 from basetrainer.scheduler import get_scheduler
 from basetrainer.scheduler.build_scheduler import get_scheduler as get_scheduler_old_path
+from toy import ToyTrainer, toy_cfg
 
 EPOCHS, STEPS, LR = 10, 5, 0.1
 T, W = EPOCHS * STEPS, 2 * STEPS
@@ -249,6 +250,35 @@ def test_step_without_step_size_is_a_config_error():
         get_scheduler("step", make_optimizer(), LR, EPOCHS, STEPS)
 
 
-def test_warm_up_longer_than_training_is_a_config_error():
-    with pytest.raises(ConfigError, match="num_warn_up"):
-        get_scheduler("cosine", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=EPOCHS + 1)
+def test_a_warm_up_longer_than_training_is_cut_to_the_run_with_a_warning(caplog):
+    # old configs warm up for 3 epochs: a 1-epoch run of them must still run
+    with caplog.at_level("WARNING", logger="basetrainer"):
+        longer = get_scheduler("cosine", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=EPOCHS + 1)
+    whole_run = get_scheduler("cosine", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=EPOCHS)
+    assert [longer.lr_factor(it) for it in range(EPOCHS * STEPS)] == [whole_run.lr_factor(it)
+                                                                        for it in range(EPOCHS * STEPS)]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"num_warn_up={EPOCHS + 1} epochs is longer than the run's {EPOCHS} epochs: warming up over the whole run"]
+
+
+def test_a_negative_warm_up_is_a_config_error():
+    with pytest.raises(ConfigError, match="num_warn_up must be >= 0"):
+        get_scheduler("cosine", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=-1)
+
+
+def test_with_max_iters_the_schedule_counts_optimizer_steps_in_milestones_and_warm_up():
+    trainer = ToyTrainer(toy_cfg(num_epochs=None, max_iters=20, accumulate_grad_batches=2, lr=0.1))
+    schedule = get_scheduler("multi-step", trainer.optimizer, 0.1, None, trainer.num_batches, milestones=[10, 15],
+                             num_warn_up=4, max_iters=20)
+    lrs = []
+
+    class RecordLr(Callback):
+        def on_batch_end(self, batch, logs=None):
+            if not self.state.accumulating:
+                lrs.append(self.trainer.optimizer.param_groups[0]["lr"])
+
+    trainer.callbacks = [schedule, RecordLr()]
+    trainer.run()
+    expected = [0.1 * schedule.lr_factor(step) for step in range(1, 21)]  # the lr set after each step
+    assert lrs == pytest.approx(expected)
+    assert expected[2] < expected[4] == pytest.approx(0.1) and expected[9] == pytest.approx(0.01)

@@ -240,8 +240,8 @@ def nan_at(epoch_batch, batches_per_epoch=8):
 
 
 def test_a_nan_loss_stops_training_with_an_error_naming_the_epoch_and_batch():
-    trainer = ToyTrainer(toy_cfg(num_epochs=3, loss=nan_at((1, 3))))
-    with pytest.raises(NonFiniteLossError, match=r"the loss is nan at epoch 1, batch 3: .*nonfinite_loss: skip"):
+    trainer = ToyTrainer(toy_cfg(num_epochs=3, loss=nan_at((1, 3))))  # 0-based (epoch, batch): named from 1
+    with pytest.raises(NonFiniteLossError, match=r"the loss is nan at epoch 2, batch 4: .*nonfinite_loss: skip"):
         trainer.run()
 
 

@@ -1,19 +1,21 @@
 """Stop training when an indicator has stopped improving."""
 from ..engine.events import LATE, Callback
 from ..utils.log import get_logger
-from .monitor import check_mode, improves
+from .monitor import check_mode, improves, lookup
 
 logger = get_logger()
 
 
 class EarlyStopping(Callback):
-    """Stops training after ``patience`` epochs without improvement of ``indicator``.
+    """Stops training after ``patience`` evaluations without improvement of ``indicator``.
 
-    At ``on_epoch_end`` it reads ``logs["test"][indicator]`` (or ``logs["train"][indicator]``
-    when there is no such test value, with one warning). A value improves when it beats the
-    best so far by more than ``min_delta``: higher with ``mode="max"``, lower with
-    ``mode="min"``; NaN never improves. After ``patience`` epochs in a row without
-    improvement it asks the trainer to stop, and training ends after this epoch.
+    After every evaluation (at epoch ends, or every ``eval_every_n_iters`` steps) it reads
+    ``logs["test"][indicator]`` (``"val/Acc"`` names one of several test sets); when the
+    evaluation gave no such value, it reads ``logs["train"][indicator]`` at the epoch end
+    instead, with one warning. A value improves when it beats the best so far by more
+    than ``min_delta``: higher with ``mode="max"``, lower with ``mode="min"``; NaN never
+    improves. After ``patience`` checks in a row without improvement it asks the trainer
+    to stop.
 
     Its priority puts it after the recorders (which publish the values) and before the
     checkpoints (which save its state), so a resumed run keeps counting where it stopped.
@@ -33,6 +35,7 @@ class EarlyStopping(Callback):
         self.best = None
         self.wait = 0
         self.stopped_epoch = None
+        self._evaluations_publish_it = False  # then it judges after each evaluation, else at epoch ends
         self._warned = False
 
     def on_train_begin(self, logs=None):
@@ -40,10 +43,27 @@ class EarlyStopping(Callback):
         if self.trainer is not None and self.stopped_epoch is not None:
             self.trainer.request_stop()
 
+    def on_evaluation_end(self, logs=None):
+        value = lookup((logs or {}).get("test", {}), self.indicator)
+        if value is not None:
+            self._evaluations_publish_it = True
+            self._judge(value, (logs or {}).get("epoch", 0))
+
     def on_epoch_end(self, epoch, logs=None):
-        value = self._read(logs or {})
-        if value is None:
+        if self._evaluations_publish_it:
             return
+        logs = logs or {}
+        value = lookup(logs.get("test", {}), self.indicator)  # (a caller that fires no on_evaluation_end)
+        if value is None:
+            value = lookup(logs.get("train", {}), self.indicator)
+            if value is None:
+                self._warn(f"neither logs['test'] nor logs['train'] has {self.indicator!r}; EarlyStopping does "
+                           f"nothing until a recorder publishes it")
+                return
+            self._warn(f"logs['test'] has no {self.indicator!r}; EarlyStopping watches the training value")
+        self._judge(value, epoch)
+
+    def _judge(self, value, epoch):
         if improves(value, self.best, self.mode, self.min_delta):
             self.best, self.wait = value, 0
             return
@@ -53,20 +73,9 @@ class EarlyStopping(Callback):
             if self.trainer is not None:
                 self.trainer.request_stop()
             if self.is_main_process:
-                logger.info("early stopping at epoch %d: %s has not improved on %.6g for %d epochs",
+                logger.info("early stopping in epoch %d: %s has not improved on %.6g for %d checks",
                             epoch + 1, self.indicator, self.best if self.best is not None else float("nan"),
                             self.wait)
-
-    def _read(self, logs):
-        for phase in ("test", "train"):
-            value = logs.get(phase, {}).get(self.indicator)
-            if isinstance(value, (int, float)):
-                if phase == "train":
-                    self._warn(f"logs['test'] has no {self.indicator!r}; EarlyStopping watches the training value")
-                return float(value)
-        self._warn(f"neither logs['test'] nor logs['train'] has {self.indicator!r}; EarlyStopping does nothing "
-                   f"until a recorder publishes it")
-        return None
 
     def _warn(self, message):
         if not self._warned and self.is_main_process:

@@ -7,10 +7,10 @@ from ..engine import comm
 from ..engine.events import LOW, LOWEST, Callback
 from ..engine.strategies import unwrap_model
 from ..loggers import build_loggers
-from ..loggers.base import RESULT, flatten, flatten_params, numbers
+from ..loggers.base import flatten, flatten_params, numbers
 from ..loggers.curves import write_training_curves
 from ..utils import throughput
-from ..utils.log import get_logger
+from ..utils.log import RESULT, get_logger
 from ..utils.plots import as_float
 
 
@@ -82,7 +82,8 @@ class LogHistory(Callback):
         self._first_step = 0  # the global batch of this epoch's batch 0
         self._next_first_step = 0  # the same for the next epoch, when the loader has no length
         self._last_test_seconds = 0.0
-        self._epoch_started = self._test_started = time.perf_counter()
+        self._epoch_started = time.perf_counter()
+        self._test_started = None  # when the current evaluation's first test set began
         self._reset_window(self._epoch_started)
 
     def _writes(self) -> bool:
@@ -126,10 +127,24 @@ class LogHistory(Callback):
             self._log_step(batch)
 
     def on_test_begin(self, logs=None):
-        self._test_started = time.perf_counter()
+        if self._test_started is None:  # the first test set of this evaluation
+            self._test_started = time.perf_counter()
 
-    def on_test_end(self, logs=None):
-        self._last_test_seconds = time.perf_counter() - self._test_started
+    def on_evaluation_end(self, logs=None):
+        if self._test_started is not None:
+            self._last_test_seconds = time.perf_counter() - self._test_started
+        self._test_started = None
+        state = self.state
+        if state is None or not self.trainer.options.eval_every_n_iters or not self._writes():
+            return
+        results = flatten(numbers((logs or {}).get("test", {})))
+        if results:  # evaluated every N steps: the results at this step, not at an epoch end
+            self.logger.info(f"step {state.global_step}" + (f"/{state.max_steps}" if state.max_steps else "")
+                             + " test " + " ".join(f"{name} {value:.5g}" for name, value in results.items()),
+                             extra=RESULT)
+            for logger in self.loggers:
+                logger.log_metrics({f"test/{name}": value for name, value in results.items()},
+                                   self._first_step + state.batch)
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
@@ -228,8 +243,12 @@ class LogHistory(Callback):
     def _step_line(self, batch, scalars, eta) -> str:
         state = self.state
         steps = state.batches_per_epoch
-        parts = [f"epoch {state.epoch + 1}/{state.max_epochs}",
-                 f"iter {batch + 1}/{steps}" if steps else f"iter {batch + 1}",
+        if state.max_steps is not None:
+            where = [f"step {state.global_step}/{state.max_steps}"]
+        else:
+            where = [f"epoch {state.epoch + 1}/{state.max_epochs}",
+                     f"iter {batch + 1}/{steps}" if steps else f"iter {batch + 1}"]
+        parts = [*where,
                  f"loss {scalars['train/loss_step']:.4f}", f"lr {scalars['train/lr']:.4g}",
                  f"samples/s {scalars['train/samples_per_s']:.0f}", f"data {100 * scalars['train/data_wait']:.0f}%"]
         if "train/peak_memory_gib" in scalars:
@@ -244,13 +263,17 @@ class LogHistory(Callback):
 
     def _eta(self, batch, seconds_per_batch):
         """Seconds left: the remaining batches at the current pace, and the evaluations still to come."""
-        state = self.state
-        steps = state.batches_per_epoch
-        if not steps:
+        state, options = self.state, self.trainer.options
+        steps, per_step = state.batches_per_epoch, options.accumulate_grad_batches
+        if state.max_steps is not None:
+            batches_left = (state.max_steps - state.global_step) * per_step
+        elif steps:
+            batches_left = (state.max_epochs - state.epoch - 1) * steps + steps - batch - 1
+        else:
             return None
-        epochs_left = state.max_epochs - state.epoch - 1
-        batches_left = epochs_left * steps + steps - batch - 1
-        return batches_left * seconds_per_batch + (epochs_left + 1) * self._last_test_seconds
+        every = options.eval_every_n_iters
+        evaluations = -(-batches_left // (every * per_step)) if every else state.max_epochs - state.epoch
+        return batches_left * seconds_per_batch + evaluations * self._last_test_seconds
 
     # ------------------------------------------------------------------ per-epoch line
     def _log_epoch(self, record, seconds):

@@ -9,7 +9,7 @@ from ..engine.events import LOWEST, Callback
 from ..engine.strategies import unwrap_model
 from ..utils.file_utils import TEMPORARY_SUFFIX
 from ..utils.log import get_logger
-from .monitor import improves
+from .monitor import improves, lookup
 
 BEST_PREFIX = "best_model_"
 
@@ -21,9 +21,11 @@ class ModelCheckpoint(Callback):
       epoch end, and also every ``every_n_iters`` optimizer steps and/or every
       ``every_n_minutes`` minutes, for pre-emptible machines; a stop signal saves it too,
       and ``resume: auto`` looks for it first;
-    - ``best_model_<epoch>_<value>.pth``: the ``save_best_k`` best models by
-      ``logs["test"][indicator]`` (higher is better, or lower with ``inverse=True`` /
-      ``mode="min"``), from epoch ``start_save`` on (epochs counted from 1 in file names);
+    - ``best_model_<epoch>_<value>.pth`` (``best_model_step<step>_<value>.pth`` with
+      ``eval_every_n_iters``): the ``save_best_k`` best models by ``logs["test"][indicator]``
+      (``"val/Acc"`` names one of several test sets; higher is better, or lower with
+      ``inverse=True`` / ``mode="min"``), chosen after each evaluation from epoch
+      ``start_save`` on (epochs counted from 1 in file names);
     - ``model_final.pth``: a plain state_dict of the final model, for inference.
 
     At the start of training the main process removes what a run killed mid-save left in
@@ -62,6 +64,7 @@ class ModelCheckpoint(Callback):
         self._last_saved_step = -1
         self._warned_missing = False
         self._restored = False
+        self._evaluated = False  # whether evaluations fire on_evaluation_end (then the best is chosen there)
 
     @property
     def last_path(self) -> str:
@@ -91,17 +94,30 @@ class ModelCheckpoint(Callback):
             self.save_last()
             self._last_saved_step = state.global_step
 
+    def on_evaluation_end(self, logs=None):
+        self._evaluated = True
+        state = self.state
+        if self.trainer is not None and self.trainer.options.eval_every_n_iters:
+            self._keep_if_best(logs, state.epoch, f"step{state.global_step:07d}")
+        else:
+            self._keep_if_best(logs, state.epoch, f"{state.epoch + 1:03d}")
+
     def on_epoch_end(self, epoch, logs=None):
         self.save_last()
-        value = (logs or {}).get("test", {}).get(self.indicator) if self.indicator else None
+        if not self._evaluated:  # driven by a loop that fires no on_evaluation_end (earlier libraries')
+            self._keep_if_best(logs, epoch, f"{epoch + 1:03d}")
+
+    def _keep_if_best(self, logs, epoch, when):
+        """Saves the model as ``best_model_<when>_<value>.pth`` if its test value is among the best ``k``."""
+        value = lookup((logs or {}).get("test", {}), self.indicator) if self.indicator else None
         if self.indicator and value is None:
             if not self._warned_missing:
                 self.logger.warning("ModelCheckpoint: logs['test'] has no %r, so no best model is kept; "
                                     "add the recorder that computes it", self.indicator)
                 self._warned_missing = True
             return
-        if value is not None and epoch >= self.start_save and self._is_among_best(float(value)):
-            self._save_best(epoch, float(value))
+        if value is not None and epoch >= self.start_save and self._is_among_best(value):
+            self._save_best(epoch, value, when)
 
     def on_train_end(self, logs=None):
         if self.save_final:
@@ -119,8 +135,8 @@ class ModelCheckpoint(Callback):
         self._last_save_time = time.monotonic()
         return self.last_path
 
-    def _save_best(self, epoch, value):
-        path = os.path.join(self.model_dir, f"{BEST_PREFIX}{epoch + 1:03d}_{value:.4f}.pth")
+    def _save_best(self, epoch, value, when):
+        path = os.path.join(self.model_dir, f"{BEST_PREFIX}{when}_{value:.4f}.pth")
         self._write({"model": self._weights(), "epoch": epoch + 1, self.indicator: value,
                      **self._architecture()}, path)
         self.best.append((value, epoch, path))

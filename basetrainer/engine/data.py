@@ -1,11 +1,12 @@
 """Data loaders whose order is a function of (seed, epoch, rank), so runs shard and resume exactly."""
+import math
 
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, SequentialSampler
 
 from ..errors import DataError
-from . import comm
 from ..utils.log import get_logger
+from . import comm
 
 logger = get_logger()
 
@@ -36,12 +37,68 @@ class TrainSampler(DistributedSampler):
         self._skip = num_samples
 
     def __iter__(self):
-        indices = list(super().__iter__())
         skip, self._skip = self._skip, 0
-        return iter(indices[skip:])
+        if not skip:
+            return super().__iter__()
+        # The ranks took the first skip * num_replicas indices of the epoch's order; the rest is
+        # shared out again. With as many ranks as before that is this rank's share less its first
+        # ``skip``; after an elastic resume it still neither repeats nor leaves out a sample.
+        return iter(self.epoch_order()[skip * self.num_replicas:][self.rank::self.num_replicas])
+
+    def epoch_order(self) -> list:
+        """The epoch's whole order, padded as ``DistributedSampler`` pads it: rank r's share is ``[r::num_replicas]``."""
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(len(self.dataset), generator=generator).tolist()
+        else:
+            order = list(range(len(self.dataset)))
+        return (order * math.ceil(self.total_size / len(order)))[: self.total_size]
 
     def __len__(self) -> int:
         return self.num_samples
+
+
+class StreamSampler(Sampler):
+    """An endless stream of indices for step-based training (``max_iters``): pass after pass
+    over the dataset, each pass shuffled by ``(seed, pass)`` and sharded by global rank as
+    :class:`TrainSampler` shards an epoch (the shape of detectron2's TrainingSampler).
+
+    It has no length, so a loader over it is one endless epoch that ``max_iters`` ends.
+    ``skip(n)`` starts the next iteration ``n`` indices into this rank's stream: a
+    resumed run continues the same sequence, whichever pass it was in.
+    """
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0):
+        self.dataset_len = len(dataset)
+        self.num_replicas = comm.get_world_size() if num_replicas is None else num_replicas
+        self.rank = comm.get_rank() if rank is None else rank
+        self.shuffle, self.seed = shuffle, seed
+        self.per_rank = math.ceil(self.dataset_len / self.num_replicas)  # padded, as DistributedSampler pads
+        self.worker_generator = torch.Generator().manual_seed(_mix(seed, 0, self.rank))
+        self._start = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Nothing to do: the stream moves on to the next pass by itself."""
+
+    def skip(self, num_samples: int) -> None:
+        self._start = num_samples
+
+    def __iter__(self):
+        start, self._start = self._start, 0
+        pass_index, offset = divmod(start, self.per_rank)
+        while True:
+            yield from self._shard(pass_index)[offset:]
+            pass_index, offset = pass_index + 1, 0
+
+    def _shard(self, pass_index):
+        if self.shuffle:
+            order = torch.randperm(self.dataset_len, generator=torch.Generator().manual_seed(self.seed + pass_index))
+            order = order.tolist()
+        else:
+            order = list(range(self.dataset_len))
+        total = self.per_rank * self.num_replicas
+        padded = (order * math.ceil(total / self.dataset_len))[:total]  # repeats the start, as DistributedSampler
+        return padded[self.rank::self.num_replicas]
 
 
 class EvalSampler(Sampler):
@@ -74,13 +131,15 @@ def build_dataloader(
     pin_memory=None,
     drop_last=None,
     persistent_workers: bool = False,
+    stream: bool = False,
     **kwargs,
 ) -> DataLoader:
     """A DataLoader for ``phase`` ("train", or "test"/"val"), sharded by global rank when several processes run.
 
-    Training loaders use :class:`TrainSampler` (shuffled by ``seed`` and epoch, resumable);
-    evaluation loaders use :class:`EvalSampler` under several processes, so metrics count
-    every sample once. ``drop_last`` defaults to True for training, ``pin_memory`` to
+    Training loaders use :class:`TrainSampler` (shuffled by ``seed`` and epoch, resumable),
+    or with ``stream`` a :class:`StreamSampler` (endless, for ``max_iters``); evaluation
+    loaders use :class:`EvalSampler` under several processes, so metrics count every
+    sample once. ``drop_last`` defaults to True for training, ``pin_memory`` to
     whether CUDA is present. Other keyword arguments go to ``DataLoader``.
     """
     if len(dataset) == 0:
@@ -91,14 +150,15 @@ def build_dataloader(
     world_size = comm.get_world_size() if distributed else 1
     generator = None
     if train:
-        sampler = TrainSampler(dataset, num_replicas=world_size, rank=comm.get_rank() if distributed else 0,
-                               shuffle=shuffle, seed=seed)
+        kind = StreamSampler if stream else TrainSampler
+        sampler = kind(dataset, num_replicas=world_size, rank=comm.get_rank() if distributed else 0, shuffle=shuffle,
+                       seed=seed)
         generator = sampler.worker_generator
     elif world_size > 1:
         sampler = EvalSampler(dataset, num_replicas=world_size)
     else:
         sampler = None
-    per_rank = len(sampler) if sampler is not None else len(dataset)
+    per_rank = len(dataset) if sampler is None else getattr(sampler, "per_rank", None) or len(sampler)
     if drop_last and per_rank < batch_size:
         raise DataError(
             f"the {phase} loader yields no batch: {per_rank} samples per process < batch_size {batch_size}, "
@@ -146,16 +206,16 @@ def set_epoch(loader, epoch: int) -> None:
 def iterate_from(loader, epoch: int, start_batch: int):
     """An iterator over ``loader`` for ``epoch`` that starts at batch ``start_batch``.
 
-    With a :class:`TrainSampler` the skipped batches are never loaded; with any other
-    loader they are loaded and dropped (slower, and the order must not depend on the
-    global RNG for the resume to be exact).
+    With a :class:`TrainSampler` or :class:`StreamSampler` the skipped batches are never
+    loaded; with any other loader they are loaded and dropped (slower, and the order must
+    not depend on the global RNG for the resume to be exact).
     """
     set_epoch(loader, epoch)
     if start_batch == 0:
         return iter(loader)
     sampler = find_sampler(loader)
     batch_size = getattr(loader, "batch_size", None)
-    if isinstance(sampler, TrainSampler) and batch_size:
+    if isinstance(sampler, (TrainSampler, StreamSampler)) and batch_size:
         sampler.skip(start_batch * batch_size)
         return iter(loader)
     logger.warning("resuming mid-epoch by loading and dropping %d batches: build the loader with "
@@ -176,10 +236,36 @@ def num_samples(loader) -> int:
 
 
 def num_batches(loader) -> int:
+    """The loader's length, or 0 when it has none (an endless stream, an iterable dataset)."""
     try:
         return len(loader)
     except TypeError:
         return 0
+
+
+def set_batch_size(loader, batch_size: int) -> None:
+    """Changes the per-process batch of a loader built with a sampler, in place (an elastic resume
+    keeps the global batch on another number of processes)."""
+    loader.batch_sampler.batch_size = batch_size
+    object.__setattr__(loader, "batch_size", batch_size)  # DataLoader refuses the attribute after __init__
+
+
+def has_length(loader) -> bool:
+    try:
+        len(loader)
+    except TypeError:
+        return False
+    return True
+
+
+def sample_order(loader):
+    """The dataset indices ``loader`` yields, in order, when its sampler fixes them in advance
+    (evaluation, sequential and distributed samplers); None otherwise (a random sampler, an
+    iterable dataset)."""
+    sampler = find_sampler(loader)
+    if isinstance(sampler, (EvalSampler, SequentialSampler, DistributedSampler)):
+        return list(sampler)
+    return None
 
 
 def _mix(seed: int, epoch: int, rank: int) -> int:

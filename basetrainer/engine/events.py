@@ -25,6 +25,7 @@ EVENTS = (
     "on_test_begin",
     "on_test_summary",
     "on_test_end",
+    "on_evaluation_end",
     "on_epoch_end",
     "on_train_end",
     "on_exception",
@@ -38,23 +39,31 @@ class Callback:
 
         logs = {"train": {}, "test": {}, "lr": <lr of the first param group>, "epoch": 0}
         on_train_begin(logs)                     # after resume: counters, weights, RNG restored
-        for epoch in range(start_epoch, max_epochs):
-            on_epoch_begin(epoch, logs)          # sampler.set_epoch(epoch) has been called
+        for epoch in range(start_epoch, max_epochs):     # with max_iters: until that many steps
+            on_epoch_begin(epoch, logs)          # the sampler's set_epoch(epoch) comes next
             for batch, inputs in enumerate(train_loader):
                 on_batch_begin(batch, logs)      # inputs not yet on the device
                 outputs, losses = run_step(inputs)           # forward (autocast) and loss
                 backward; every accumulate-th batch: clip, optimizer.step(), zero_grad()
                 on_train_summary(inputs, outputs, losses, epoch, batch, logs)
+                [evaluate, when eval_every_n_iters steps have passed]
                 on_batch_end(batch, logs)        # LR schedulers step here
-            on_test_begin(logs)                  # fired even without a test loader
-            for batch, inputs in enumerate(test_loader):     # eval mode, no grad
-                outputs, losses = run_step(inputs)
-                on_test_summary(inputs, outputs, losses, epoch, batch, logs)
-            on_test_end(logs)                    # recorders publish logs["test"][name]
+            [evaluate, at the epoch end (unless eval_every_n_iters), or after the last steps]
             on_epoch_end(epoch, logs)            # recorders publish logs["train"][name],
                                                  # then loggers write, then checkpoints save
             if state.stop_requested: break
         on_train_end(logs)
+
+    where one evaluation is::
+
+        for each test set (the loader, or each of a dict of loaders; state.eval_set names it):
+            on_test_begin(logs)                  # fired even without a test loader
+            for batch, inputs in enumerate(loader):          # eval mode, no grad
+                outputs, losses = run_step(inputs)
+                on_test_summary(inputs, outputs, losses, epoch, batch, logs)
+            on_test_end(logs)                    # recorders publish logs["test"][name]
+        on_evaluation_end(logs)                  # logs["test"] complete (by set name when several):
+                                                 # best models and early stopping decide here
 
     If anything raises on the way (a NaN loss, ``TrainingInterrupted`` after a stop signal,
     Ctrl-C, a bug), ``on_exception(error, logs)`` fires instead of the events still to
@@ -184,6 +193,9 @@ class Callback:
         pass
 
     def on_test_end(self, logs=None):
+        pass
+
+    def on_evaluation_end(self, logs=None):
         pass
 
     def on_epoch_end(self, epoch, logs=None):

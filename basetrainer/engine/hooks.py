@@ -2,7 +2,7 @@
 import torch
 
 from ..errors import DataError
-from . import data
+from . import data, evaluation
 from .strategies import select_strategy, strategy_of
 
 
@@ -47,12 +47,8 @@ class TrainerHooks:
         self.train_loader = self.build_train_loader(cfg, **kwargs)
         self.test_loader = self.build_test_loader(cfg, **kwargs)
         if self.train_loader is not None:
-            self.state.batches_per_epoch = data.num_batches(self.train_loader)
-            self.num_samples = self.train_num = data.num_samples(self.train_loader)
-            if self.num_batches == 0 and hasattr(self.train_loader, "__len__"):
-                raise DataError("the training loader yields no batch: add data, or lower batch_size")
-        if self.test_loader is not None:
-            self.test_num = data.num_samples(self.test_loader)
+            self._plan_training(self.train_loader)
+        self.test_num = sum(data.num_samples(loader) for _, loader in evaluation.test_sets(self.test_loader))
         self.model = self.build_model(cfg, **kwargs)
         if not _on_device(self.model, self.device):
             self.model = self.build_model_parallel(self.model)
@@ -61,10 +57,28 @@ class TrainerHooks:
         if self.options.compile:
             self.model.compile()
         self.criterion = self.build_criterion(cfg, **kwargs)
+        self.strategy.prepare_for_optimizer(self.model)
         self.optimizer = self.build_optimizer(cfg, **kwargs)
+        self.strategy.check_optimizer(self.model, self.optimizer)  # FSDP: it must hold the sharded parameters
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
         if self.options.amp == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
+
+    def _plan_training(self, loader):
+        """How long the run is: ``num_epochs`` epochs, or the epochs ``max_iters`` steps take."""
+        state, options = self.state, self.options
+        state.batches_per_epoch = data.num_batches(loader)
+        self.num_samples = self.train_num = data.num_samples(loader)
+        if state.batches_per_epoch == 0 and data.has_length(loader):
+            raise DataError("the training loader yields no batch: add data, or lower batch_size")
+        if options.max_iters is None:
+            if not data.has_length(loader):
+                raise DataError("the training loader has no length (an endless stream or an iterable dataset): "
+                                "set max_iters to train for a number of steps")
+            return
+        state.max_steps = options.max_iters
+        steps_per_epoch = -(-state.batches_per_epoch // options.accumulate_grad_batches)
+        state.max_epochs = -(-options.max_iters // steps_per_epoch) if steps_per_epoch else 1
 
     def build_dataloader(self, dataset, batch_size, num_workers=0, shuffle=True, phase="train",
                          distributed=True, **kwargs):
@@ -75,9 +89,9 @@ class TrainerHooks:
 
     def build_model_parallel(self, model, device_ids=None, distributed=True, **kwargs):
         """Moves the model to this process's device and wraps it as the parallel strategy needs
-        (DDP, DataParallel or nothing; see :func:`select_strategy`). ``kwargs`` may override
-        ``sync_bn``, ``find_unused_parameters`` and ``broadcast_buffers``; ``distributed`` is
-        kept for old scripts: several processes always mean DDP."""
+        (DDP or FSDP as ``strategy`` says, DataParallel or nothing; see :func:`select_strategy`).
+        ``kwargs`` may override ``sync_bn``, ``find_unused_parameters`` and ``broadcast_buffers``;
+        ``distributed`` is kept for old scripts: several processes always mean DDP or FSDP."""
         self.strategy = select_strategy(self.options, self.device, device_ids, **kwargs)
         return self.strategy.wrap(model)
 

@@ -58,7 +58,7 @@ class LossTally:
             batch = self.next_batch + first_bad
             self.discard()
             raise NonFiniteLossError(
-                f"the loss is {values[first_bad].item()} at epoch {self.epoch}, batch {batch}: "
+                f"the loss is {values[first_bad].item()} at epoch {self.epoch + 1}, batch {batch + 1}: "
                 f"lower the learning rate, set clip_grad_norm, check the data, or set nonfinite_loss: skip to "
                 f"skip such steps")
         self.sums = sums

@@ -10,18 +10,30 @@ _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 _AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                 "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
 NONFINITE_MODES = ("raise", "skip", "ignore")
+STRATEGIES = ("ddp", "fsdp")
 
 
 @dataclass(frozen=True)
 class LoopOptions:
     """What the trainer reads from the config; every other key belongs to the user's hooks.
 
-    ``amp`` is the autocast dtype (None: full precision); ``nonfinite_loss`` is what a NaN
-    or infinite loss does: ``raise`` (stop, naming the batch), ``skip`` (drop that
-    optimizer step) or ``ignore`` (no check, as in a bare PyTorch loop).
+    A run is ``num_epochs`` epochs, or exactly ``max_iters`` optimizer steps (epochs then run
+    as far as needed, the last one partial); ``eval_every_n_iters`` evaluates every that
+    many steps and at the end instead of at epoch ends (0). ``amp`` is the autocast dtype
+    (None: full precision); ``nonfinite_loss`` is what a NaN or infinite loss does:
+    ``raise`` (stop, naming the batch), ``skip`` (drop that optimizer step) or ``ignore``
+    (no check, as in a bare PyTorch loop).
+
+    Under several processes ``strategy`` is ``ddp`` (whole model per rank) or ``fsdp``
+    (parameters, gradients and optimizer state sharded; ``fsdp_*`` tune it, see
+    :mod:`.strategies.fsdp`); ``activation_checkpointing`` names module classes that
+    recompute their activations in backward (any strategy); ``async_checkpoint`` writes
+    checkpoints in the background (sharded directories, see :mod:`.sharded_checkpoint`).
     """
 
     num_epochs: int = 1
+    max_iters: Optional[int] = None
+    eval_every_n_iters: int = 0
     progress: bool = True
     seed: int = 2020
     gpu_id: object = None
@@ -36,6 +48,12 @@ class LoopOptions:
     sync_bn: bool = False
     find_unused_parameters: bool = False
     broadcast_buffers: bool = True
+    strategy: str = "ddp"
+    fsdp_shard: tuple = ()
+    fsdp_reshard_after_forward: bool = True
+    fsdp_cpu_offload: bool = False
+    activation_checkpointing: tuple = ()
+    async_checkpoint: bool = False
     resume: Optional[str] = None
     work_dir: Optional[str] = None
 
@@ -46,8 +64,19 @@ class LoopOptions:
         if nonfinite not in NONFINITE_MODES:
             raise ConfigError(f"nonfinite_loss: {nonfinite!r} is not one of {', '.join(NONFINITE_MODES)}")
         resume = option(cfg, "resume", None)
+        max_iters = option(cfg, "max_iters", None)
+        if max_iters is not None:
+            if option(cfg, "num_epochs", None) is not None:
+                raise ConfigError(f"num_epochs ({option(cfg, 'num_epochs', None)}) and max_iters ({max_iters}) are "
+                                  f"both set: a run is one or the other; set num_epochs: null to train for max_iters")
+            max_iters = _positive_int(cfg, "max_iters", None)
+        eval_every = option(cfg, "eval_every_n_iters", 0)
+        if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 0:
+            raise ConfigError(f"eval_every_n_iters expects an integer >= 0 (0: at epoch ends), got {eval_every!r}")
         return cls(
             num_epochs=int(option(cfg, "num_epochs", 1)),
+            max_iters=max_iters,
+            eval_every_n_iters=eval_every,
             progress=bool(option(cfg, "progress", True)),
             seed=int(option(cfg, "seed", 2020)),
             gpu_id=option(cfg, "gpu_id", None),
@@ -62,9 +91,31 @@ class LoopOptions:
             sync_bn=bool(option(cfg, "sync_bn", False)),
             find_unused_parameters=bool(option(cfg, "find_unused_parameters", False)),
             broadcast_buffers=bool(option(cfg, "broadcast_buffers", True)),
+            **_parallel_options(cfg),
             resume=None if resume in (None, False, "", "none", "None") else str(resume),
             work_dir=option(cfg, "work_dir", None),
         )
+
+
+def _parallel_options(cfg) -> dict:
+    """``strategy`` (``ddp`` or ``fsdp``, for several processes), the FSDP settings, the module
+    classes that recompute their activations in backward, and background checkpoint saves."""
+    strategy = str(option(cfg, "strategy", "ddp")).lower()
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    return dict(strategy=strategy, fsdp_shard=_class_names(cfg, "fsdp_shard"),
+                fsdp_reshard_after_forward=bool(option(cfg, "fsdp_reshard_after_forward", True)),
+                fsdp_cpu_offload=bool(option(cfg, "fsdp_cpu_offload", False)),
+                activation_checkpointing=_class_names(cfg, "activation_checkpointing"),
+                async_checkpoint=bool(option(cfg, "async_checkpoint", False)))
+
+
+def _class_names(cfg, key) -> tuple:
+    value = option(cfg, key, ())
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) and name for name in names):
+        raise ConfigError(f"{key} expects a list of module class names, e.g. [TransformerBlock], got {value!r}")
+    return tuple(names)
 
 
 def option(cfg, key, default):

@@ -14,8 +14,10 @@ class RunState:
     The trainer writes it; callbacks read it. The one field a callback changes, through
     ``trainer.request_stop()``, is ``stop_requested``.
 
-    - ``max_epochs``: epochs the run trains for; ``batches_per_epoch``: the training
-      loader's length (0 when it has none).
+    - ``max_epochs``: epochs the run trains for (with ``max_steps``: as many as it takes,
+      the last one partial); ``max_steps``: the optimizer steps it trains for, or None
+      when it trains for epochs; ``batches_per_epoch``: the training loader's length (0
+      when it has none).
     - ``epoch``, ``batch``: the epoch and the batch within it being trained (both from 0);
       ``global_step``: optimizer steps taken since training began (a batch whose
       gradients wait in an accumulation window is no step; ``accumulating`` is True then).
@@ -28,11 +30,15 @@ class RunState:
       ``nonfinite_loss: skip``.
     - ``lr``: the lr of the first param group in the last step; ``logs``: the dict the
       events receive.
+    - ``eval_set``: the name of the test set being evaluated (None outside evaluation and
+      when there is one test loader); ``last_eval_step``: the global step of the last
+      evaluation (-1: none yet).
     - ``epoch_finished``: whether ``epoch``'s end events have run (a checkpoint then
       resumes at the next epoch).
     """
 
     max_epochs: int
+    max_steps: Optional[int] = None
     batches_per_epoch: int = 0
     epoch: int = 0
     batch: int = 0
@@ -47,7 +53,14 @@ class RunState:
     lr: float = 0.0
     logs: dict = field(default_factory=dict)
     stop_requested: bool = False
+    eval_set: Optional[str] = None
+    last_eval_step: int = -1
     epoch_finished: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has taken all its ``max_steps`` optimizer steps."""
+        return self.max_steps is not None and self.global_step >= self.max_steps
 
     def resume_position(self):
         """``(epoch, batch)`` of the next batch to train: what a checkpoint taken now resumes at."""

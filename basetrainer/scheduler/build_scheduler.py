@@ -12,7 +12,10 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from ..engine.events import HIGHEST, Callback
 from ..errors import ConfigError
+from ..utils.log import get_logger
 from . import schedules
+
+logger = get_logger()
 
 # Spellings users write (case, "-" and "_" ignored) -> the schedule they mean.
 _NAMES = {
@@ -38,6 +41,10 @@ class LRSchedulerCallback(Callback):
     ``logs["lr"]``). ``state_dict`` holds plain numbers only;
     ``load_state_dict`` also puts the restored iteration's lr into the optimizer.
 
+    With ``per_optimizer_step`` (training for ``max_iters``) the clock is the trainer's global
+    step instead: after each batch the lr is the schedule's at ``state.global_step``, so
+    batches that only accumulate gradients, and skipped steps, do not advance it.
+
     Loops written for earlier versions call ``step(epoch, step)`` after each batch instead;
     that needs ``num_steps``, the batches per epoch (:func:`get_scheduler` passes it).
     """
@@ -45,11 +52,12 @@ class LRSchedulerCallback(Callback):
     priority = HIGHEST
 
     def __init__(self, optimizer: torch.optim.Optimizer, lr_factor: schedules.Factor, lr_init: Optional[float] = None,
-                 num_steps: Optional[int] = None):
+                 num_steps: Optional[int] = None, per_optimizer_step: bool = False):
         super().__init__()
         self.optimizer = optimizer
         self.lr_factor = lr_factor
         self.num_steps = num_steps
+        self.per_optimizer_step = per_optimizer_step
         for group, base_lr in zip(optimizer.param_groups, _base_lrs(optimizer, lr_init)):
             group["initial_lr"] = base_lr
         # lr_factor is a plain function, so LambdaLR's state_dict stores None for it.
@@ -61,7 +69,9 @@ class LRSchedulerCallback(Callback):
         return self.scheduler.last_epoch
 
     def on_batch_end(self, batch: int, logs: Optional[dict] = None):
-        if self.scheduler.last_epoch == 0:
+        if self.per_optimizer_step:
+            self._go_to(self.state.global_step)
+        elif self.scheduler.last_epoch == 0:
             # torch warns when its first step precedes optimizer.step(); here that is by design:
             # the schedule counts batches, also those that only accumulate gradients.
             with warnings.catch_warnings():
@@ -111,6 +121,7 @@ def get_scheduler(
     milestones: Optional[Sequence[float]] = None,
     num_warn_up: float = 0,
     *,
+    max_iters: Optional[int] = None,
     gamma: Optional[float] = None,
     step_size: Optional[float] = None,
     min_lr: float = 0.0,
@@ -128,18 +139,34 @@ def get_scheduler(
     poly (``power``, down to ``min_lr``), one-cycle alias LambdaLR (``pct_start``,
     ``div_factor``, ``final_div_factor`` as in ``torch.optim.lr_scheduler.OneCycleLR``)
     or constant. The first ``num_warn_up`` epochs (may be fractional) ramp linearly, per
-    batch, from ``warmup_start_factor * lr_init`` to the main schedule's value there.
+    batch, from ``warmup_start_factor * lr_init`` to the main schedule's value there; a
+    warm-up longer than the run is cut to the run, with a warning.
     ``min_lr`` is relative to ``lr_init``; other param groups floor at the same fraction.
+
+    With ``max_iters`` (training for that many optimizer steps) the schedule runs over the
+    steps instead: ``milestones``, ``step_size`` and ``num_warn_up`` count steps, exp
+    decays by ``gamma`` every ``step_size`` steps, and ``num_epochs``/``num_steps`` are
+    not used.
     """
     name = _NAMES.get(str(scheduler).lower().replace("-", "").replace("_", "").replace(" ", ""))
     if name is None:
         raise ConfigError(f"unknown scheduler {scheduler!r}; use one of: {KNOWN_SCHEDULERS}")
-    for key, value in (("num_epochs", num_epochs), ("num_steps", num_steps)):
+    unit = "epochs"
+    if max_iters is not None:  # one step is the unit: a run of max_iters "epochs" of one step each
+        num_epochs, num_steps, unit = max_iters, 1, "steps"
+        if name == "exp" and not step_size:
+            raise ConfigError("scheduler exp with max_iters needs step_size: the steps over which lr is multiplied "
+                              "by gamma")
+    for key, value in (("max_iters" if max_iters is not None else "num_epochs", num_epochs), ("num_steps", num_steps)):
         if not isinstance(value, numbers.Integral) or value < 1:
             raise ConfigError(f"{key} must be a positive integer, got {value!r}")
     num_warn_up = num_warn_up or 0
-    if not 0 <= num_warn_up <= num_epochs:
-        raise ConfigError(f"num_warn_up={num_warn_up} must lie between 0 and num_epochs={num_epochs}")
+    if num_warn_up < 0:
+        raise ConfigError(f"num_warn_up must be >= 0, got {num_warn_up}")
+    if num_warn_up > num_epochs:
+        logger.warning("num_warn_up=%g %s is longer than the run's %d %s: warming up over the whole run",
+                       num_warn_up, unit, num_epochs, unit)
+        num_warn_up = num_epochs
     if gamma is not None and gamma <= 0:
         raise ConfigError(f"gamma must be > 0, got {gamma}")
     total = int(num_epochs * num_steps)
@@ -154,7 +181,7 @@ def get_scheduler(
             raise ConfigError("scheduler step needs step_size > 0: the number of epochs between decays")
         main = schedules.step(max(1, round(step_size * num_steps)), 0.1 if gamma is None else gamma)
     elif name == "exp":
-        main = schedules.exponential(num_steps, 0.95 if gamma is None else gamma)
+        main = schedules.exponential(step_size if max_iters is not None else num_steps, 0.95 if gamma is None else gamma)
     elif name == "cosine":
         main = schedules.cosine(total, _floor(min_lr, lr_init, optimizer))
     elif name == "poly":
@@ -168,7 +195,7 @@ def get_scheduler(
 
     warmup_iters = round(num_warn_up * num_steps)
     factor = schedules.with_linear_warmup(main, warmup_iters, warmup_start_factor)
-    return LRSchedulerCallback(optimizer, factor, lr_init, num_steps=num_steps)
+    return LRSchedulerCallback(optimizer, factor, lr_init, num_steps=num_steps, per_optimizer_step=max_iters is not None)
 
 
 def _base_lrs(optimizer: torch.optim.Optimizer, lr_init: Optional[float]) -> list:

@@ -1,0 +1,124 @@
+"""Evaluation over every test set, and prediction in dataset order, gathered over ranks."""
+import torch
+
+from . import comm, data
+from .batch import total_loss
+
+
+def test_sets(test_loader):
+    """``[(name, loader)]``: a dict of loaders as given, one loader as ``[(None, loader)]``, None as ``[]``."""
+    if test_loader is None:
+        return []
+    if isinstance(test_loader, dict):
+        return list(test_loader.items())
+    return [(None, test_loader)]
+
+
+def evaluate(trainer, logs: dict) -> None:
+    """One evaluation: ``on_test_begin``, the batches, ``on_test_end`` for each test set, then
+    ``on_evaluation_end``. Recorders publish each set's values in ``logs["test"]``; with
+    several sets, ``logs["test"]`` then holds them by name (``logs["test"]["val"]["Acc"]``)."""
+    events, state = trainer.events, trainer.state
+    sets = test_sets(trainer.test_loader) or [(None, None)]  # the events fire even without a test loader
+    results = {}
+    for name, loader in sets:
+        state.eval_set = name
+        logs["test"] = {}
+        events.fire("on_test_begin", logs)
+        if loader is not None:
+            _test_batches(trainer, loader, logs)
+        events.fire("on_test_end", logs)
+        results[name] = logs["test"]
+    state.eval_set = None
+    logs["test"] = results if len(sets) > 1 else results[sets[0][0]]
+    state.last_eval_step = state.global_step
+    events.fire("on_evaluation_end", logs)
+
+
+def _test_batches(trainer, loader, logs):
+    events, state, was_training = trainer.events, trainer.state, trainer.model.training
+    padding = trainer.strategy.evaluation_padding(loader)  # FSDP: a rank with a batch fewer forwards one more
+    trainer.model.eval()
+    with torch.no_grad():
+        for batch, inputs in enumerate(loader):
+            inputs = trainer.to_device(inputs)
+            with trainer.autocast():
+                outputs, losses = trainer.run_step(inputs)
+            state.loss = total_loss(losses)
+            events.fire("on_test_summary", inputs, outputs, losses, state.epoch, batch, logs)
+        for _ in range(padding):  # its all-gathers pair with the other ranks'; its outputs count nowhere
+            with trainer.autocast():
+                trainer.run_step(inputs)
+    trainer.model.train(was_training)
+
+
+def predict(trainer, loader):
+    """``trainer.predict_step``'s outputs for every sample of ``loader``, in dataset order, on
+    every rank (CPU tensors; a tuple, list or dict of them when the step returns one).
+
+    Under several processes each rank predicts its shard and the rows are gathered and
+    put back where the sampler's indices say; the duplicates a padding sampler adds land
+    on their own rows, so 101 samples over 2 ranks give the same 101 rows as 1 process.
+    A loader whose order cannot be known in advance (a random sampler, an iterable
+    dataset) gives the ranks' rows one rank after the other.
+    """
+    order, rows, was_training = data.sample_order(loader), [], trainer.model.training
+    padding = trainer.strategy.evaluation_padding(loader)  # as in evaluation
+    trainer.model.eval()
+    with torch.no_grad():
+        for inputs in loader:
+            with trainer.autocast():
+                rows.append(_to_cpu(trainer.predict_step(trainer.to_device(inputs))))
+        for _ in range(padding):
+            with trainer.autocast():
+                trainer.predict_step(trainer.to_device(inputs))
+    trainer.model.train(was_training)
+    outputs = _concat(rows) if rows else None
+    if order is not None and outputs is not None:
+        order = order[: _rows(outputs)]  # drop_last: the loader left the short batch out
+    gathered = [(order, outputs) for order, outputs in comm.all_gather((order, outputs)) if outputs is not None]
+    if not gathered:
+        raise ValueError("predict: the loader gave no batch on any process")
+    if any(order is None for order, _ in gathered):
+        return _concat([outputs for _, outputs in gathered])
+    size = max(max(order) for order, _ in gathered) + 1
+    return _place(gathered, size)
+
+
+def _place(gathered, size):
+    """One output holding row ``order[i]`` = ``outputs[i]`` for every rank's ``(order, outputs)``."""
+    first = gathered[0][1]
+    if isinstance(first, torch.Tensor):
+        placed = first.new_zeros((size, *first.shape[1:]))
+        for order, outputs in gathered:
+            placed[torch.as_tensor(order)] = outputs
+        return placed
+    if isinstance(first, dict):
+        return {key: _place([(order, outputs[key]) for order, outputs in gathered], size) for key in first}
+    return type(first)(_place([(order, outputs[i]) for order, outputs in gathered], size) for i in range(len(first)))
+
+
+def _rows(outputs) -> int:
+    while not isinstance(outputs, torch.Tensor):
+        outputs = next(iter(outputs.values())) if isinstance(outputs, dict) else outputs[0]
+    return outputs.shape[0]
+
+
+def _concat(rows):
+    first = rows[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(rows)
+    if isinstance(first, dict):
+        return {key: _concat([row[key] for row in rows]) for key in first}
+    return type(first)(_concat([row[i] for row in rows]) for i in range(len(first)))
+
+
+def _to_cpu(outputs):
+    if isinstance(outputs, torch.Tensor):
+        return outputs.detach().cpu()
+    if isinstance(outputs, dict):
+        return {key: _to_cpu(value) for key, value in outputs.items()}
+    if isinstance(outputs, (list, tuple)):
+        return type(outputs)(_to_cpu(value) for value in outputs)
+    raise TypeError(f"predict_step returned {type(outputs).__name__}; return a tensor, or a tuple, list or dict "
+                    f"of tensors")
