@@ -246,7 +246,7 @@ def test_resume_auto_continues_from_last_checkpoint(one_process_run, tiny_data, 
     shutil.copytree(one_process_run, work_dir)
     train_here(*flags(tiny_data, work_dir, "--resume", "auto", "--num_epochs", "2"))
     assert f"resumed from {work_dir / 'model' / 'last.pth'} at the start of epoch 2" in train_log(work_dir)
-    assert [row["epoch"] for row in history(work_dir)] == ["0", "1"]
+    assert [row["epoch"] for row in history(work_dir)] == ["1", "2"]
 
 
 def test_finetune_from_another_class_count_keeps_a_fresh_head_and_says_so(tiny_data, tmp_path):

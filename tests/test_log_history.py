@@ -189,7 +189,6 @@ def test_epoch_summaries_are_results_and_step_lines_are_not(run):
     assert lines.results == [line for line in lines.lines if " done in " in line]
 
 
-@pytest.mark.xfail(strict=True, reason="utils/log.py's console handler does not yet send results to stdout")
 def test_results_go_to_stdout_and_progress_to_stderr(tmp_path, capsys):
     set_logger("info")
     train(tmp_path, num_epochs=1, plot=False, tensorboard=False)

@@ -5,10 +5,6 @@ import torch
 
 from ..errors import ConfigError
 
-# ``logger.info(..., extra=RESULT)`` marks a line as a result of the run (an epoch's summary, the
-# final report) rather than progress: basetrainer's console handler is to print results to stdout.
-RESULT = {"result": True}
-
 
 class Logger:
     """Receives what :class:`~basetrainer.callbacks.log_history.LogHistory` reports, on the main process only.

@@ -5,8 +5,7 @@ import torch
 
 from ..engine import comm
 from ..engine.events import HIGH, Callback, phase_reduction
-from ..loggers.base import RESULT
-from ..utils.log import get_logger
+from ..utils.log import RESULT, get_logger
 from . import classification_report
 
 

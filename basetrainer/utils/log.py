@@ -5,6 +5,7 @@ and other libraries' loggers are left as they were.
 """
 import logging
 import os
+import sys
 
 import torch.distributed as dist
 from tqdm import tqdm
@@ -12,6 +13,9 @@ from tqdm import tqdm
 from ..errors import ConfigError
 
 LOGGER_NAME = "basetrainer"
+# ``logger.info(..., extra=RESULT)`` marks a line as a result of the run (an epoch's summary, a
+# final report): the console shows results on stdout, the rest on stderr.
+RESULT = {"result": True}
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
 _DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -68,11 +72,14 @@ class _LazyFileHandler(logging.FileHandler):
 
 
 class _ConsoleHandler(logging.StreamHandler):
-    """Writes through ``tqdm.write`` so that a line logged mid-epoch does not break the progress bar."""
+    """Writes results (lines logged with ``extra=RESULT``) to stdout and everything else, the
+    progress lines and warnings, to stderr; through ``tqdm.write``, so that a line logged
+    mid-epoch does not break the progress bar."""
 
     def emit(self, record):
         try:
-            tqdm.write(self.format(record), file=self.stream)
+            stream = sys.stdout if getattr(record, "result", False) else self.stream
+            tqdm.write(self.format(record), file=stream)
         except Exception:
             self.handleError(record)
 
