@@ -2,36 +2,49 @@
 
 ``select_strategy`` is the one place that chooses, from the process layout and the config:
 
-- several processes: :class:`DDPStrategy`;
+- several processes: :class:`DDPStrategy`, or :class:`FSDPStrategy` with ``strategy: fsdp``;
 - one process and several GPUs in ``gpu_id``: :class:`DataParallelStrategy`;
 - otherwise: :class:`Strategy` (one device, no wrapper).
 
-To add a kind (say, sharded data parallelism), subclass :class:`Strategy` and choose it here.
+Every kind applies ``activation_checkpointing`` first. To add a kind, subclass
+:class:`Strategy` and choose it here.
 """
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from .. import comm
 from .base import Strategy, unwrap_model
 from .data_parallel import DataParallelStrategy
 from .ddp import DDPStrategy
+from .fsdp import FSDPStrategy
 
-__all__ = ["Strategy", "DataParallelStrategy", "DDPStrategy", "select_strategy", "strategy_of", "unwrap_model"]
+__all__ = ["Strategy", "DataParallelStrategy", "DDPStrategy", "FSDPStrategy", "select_strategy", "strategy_of",
+           "unwrap_model"]
 
 
 def select_strategy(options, device, device_ids=None, **overrides) -> Strategy:
     """The strategy for this process: ``options`` is the trainer's :class:`LoopOptions`;
     ``device_ids`` the GPUs asked for (default ``options.gpu_id``); ``overrides`` replace
-    the DDP options (``sync_bn``, ``find_unused_parameters``, ``broadcast_buffers``)."""
+    the DDP options (``sync_bn``, ``find_unused_parameters``, ``broadcast_buffers``; FSDP takes
+    the first and the last). One process with ``strategy: fsdp`` trains unsharded, and reads and
+    writes the same sharded checkpoints."""
     ids = comm.as_id_list(options.gpu_id if device_ids is None else device_ids)
+    common = dict(channels_last=options.channels_last, activation_checkpointing=options.activation_checkpointing)
+    if comm.get_world_size() > 1 and options.strategy == "fsdp":
+        fsdp = dict(sync_bn=options.sync_bn, broadcast_buffers=options.broadcast_buffers)
+        fsdp.update({key: value for key, value in overrides.items() if key in fsdp})
+        return FSDPStrategy(device, shard_classes=options.fsdp_shard, amp=options.amp,
+                            reshard_after_forward=options.fsdp_reshard_after_forward,
+                            cpu_offload=options.fsdp_cpu_offload, **fsdp, **common)
     if comm.get_world_size() > 1:
         ddp = dict(sync_bn=options.sync_bn, find_unused_parameters=options.find_unused_parameters,
                    broadcast_buffers=options.broadcast_buffers)
         ddp.update(overrides)
-        return DDPStrategy(device, channels_last=options.channels_last, **ddp)
+        return DDPStrategy(device, **ddp, **common)
     if device.type == "cuda" and len(ids) > 1:
-        return DataParallelStrategy(device, ids, channels_last=options.channels_last)
-    return Strategy(device, channels_last=options.channels_last)
+        return DataParallelStrategy(device, ids, **common)
+    return Strategy(device, **common)
 
 
 def strategy_of(model: nn.Module, device) -> Strategy:
@@ -40,4 +53,6 @@ def strategy_of(model: nn.Module, device) -> Strategy:
         return DDPStrategy(device)
     if isinstance(model, DataParallel):
         return DataParallelStrategy(device, model.device_ids)
+    if isinstance(model, FSDPModule):
+        return FSDPStrategy(device)
     return Strategy(device)

@@ -5,6 +5,8 @@ import torch
 from torch import nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
+from .activation_checkpointing import checkpoint_activations
+
 
 class Strategy:
     """How the model is spread over devices: one object per kind, chosen in :func:`select_strategy`.
@@ -14,14 +16,17 @@ class Strategy:
     """
 
     name = "single"
+    sharded_checkpoint = False  # True: checkpoints are directories of per-rank shards (engine.sharded_checkpoint)
 
-    def __init__(self, device: torch.device, channels_last: bool = False):
+    def __init__(self, device: torch.device, channels_last: bool = False, activation_checkpointing=()):
         self.device = device
         self.channels_last = channels_last
+        self.activation_checkpointing = tuple(activation_checkpointing or ())
 
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Moves ``model`` to this process's device (channels-last if asked) and wraps it as the kind needs."""
-        model = model.to(self.device)
+        """Moves ``model`` to this process's device (channels-last if asked) and wraps it as the kind needs;
+        modules of the classes in ``activation_checkpointing`` recompute their activations in backward."""
+        model = checkpoint_activations(model, self.activation_checkpointing).to(self.device)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         return model
@@ -33,6 +38,17 @@ class Strategy:
     def clip_grad_norm(self, model: nn.Module, max_norm: float) -> torch.Tensor:
         """Scales the gradients so that their total norm is at most ``max_norm``; returns the norm before."""
         return nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+    def prepare_for_optimizer(self, model: nn.Module) -> None:
+        """Called just before ``build_optimizer``: puts the parameters the optimizer must hold in place."""
+
+    def check_optimizer(self, model: nn.Module, optimizer) -> None:
+        """Called just after ``build_optimizer``: raises a ConfigError when ``optimizer`` cannot train ``model``."""
+
+    def evaluation_padding(self, loader) -> int:
+        """Forwards this rank adds after its last evaluation batch so that every rank runs as many
+        (needed where a forward is a collective, as under FSDP); 0 here."""
+        return 0
 
     def model_state_dict(self, model: nn.Module) -> dict:
         """The full weights on the CPU, keys without wrapper prefixes (every rank calls it)."""

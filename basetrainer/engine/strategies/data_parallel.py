@@ -11,8 +11,8 @@ class DataParallelStrategy(Strategy):
 
     name = "dp"
 
-    def __init__(self, device: torch.device, device_ids, channels_last: bool = False):
-        super().__init__(device, channels_last)
+    def __init__(self, device: torch.device, device_ids, channels_last: bool = False, activation_checkpointing=()):
+        super().__init__(device, channels_last, activation_checkpointing)
         available = torch.cuda.device_count()
         missing = [i for i in device_ids if i >= available]
         if missing:

@@ -21,8 +21,8 @@ class DDPStrategy(Strategy):
     name = "ddp"
 
     def __init__(self, device: torch.device, channels_last: bool = False, sync_bn: bool = False,
-                 find_unused_parameters: bool = False, broadcast_buffers: bool = True):
-        super().__init__(device, channels_last)
+                 find_unused_parameters: bool = False, broadcast_buffers: bool = True, activation_checkpointing=()):
+        super().__init__(device, channels_last, activation_checkpointing)
         self.sync_bn = sync_bn
         self.find_unused_parameters = find_unused_parameters
         self.broadcast_buffers = broadcast_buffers
