@@ -6,11 +6,14 @@
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
+    basetrainer export work_dirs/classification/model/last --out weights.pth
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
 ``examples/example.py``, with the same flags and config keys. ``export`` writes a
 classifier that ``train`` saved as an ONNX, TorchScript or torch.export file, checks it
-against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails.
+against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
+``--out *.pth`` (``--format pth``) it writes the weights as one plain state_dict, also from a
+sharded checkpoint directory (FSDP), for any model.
 """
 import argparse
 import sys
@@ -20,6 +23,7 @@ from .errors import BaseTrainerError, one_line
 
 # basetrainer.export.FORMATS, spelt out so that `basetrainer --help` does not import torch
 EXPORT_FORMATS = ("onnx", "torchscript", "exported-program")
+WEIGHTS_FORMAT = "pth"  # the weights alone, consolidated: any model, no check
 
 
 def get_parser():
@@ -30,9 +34,12 @@ def get_parser():
                         help="train an image classifier on ImageFolder data (basetrainer train --help)")
     export = commands.add_parser("export", help="write a trained classifier as an ONNX, TorchScript or "
                                                 "torch.export file, checked against torch")
-    export.add_argument("checkpoint", help="a model file of a run: last.pth, best_model_*.pth or model_final.pth")
-    export.add_argument("--format", choices=EXPORT_FORMATS, default="onnx", help="what to write (default: onnx)")
-    export.add_argument("--out", required=True, help="the file to write, e.g. model.onnx, model.ts, model.pt2")
+    export.add_argument("checkpoint", help="a model file of a run: last.pth, best_model_*.pth or model_final.pth, "
+                                           "or a sharded checkpoint directory (model/last)")
+    export.add_argument("--format", choices=(*EXPORT_FORMATS, WEIGHTS_FORMAT), default=None,
+                        help="what to write (default: pth for an --out ending in .pth, else onnx)")
+    export.add_argument("--out", required=True, help="the file to write, e.g. model.onnx, model.ts, model.pt2, "
+                                                     "weights.pth")
     export.add_argument("--batch", type=int, default=1,
                         help="batch size of the example input (the check runs another size: the batch is dynamic)")
     return parser
@@ -40,12 +47,18 @@ def get_parser():
 
 def export(args):
     """``basetrainer export``: prints which weights it exports and the check line; exits 1 if the check fails."""
-    from .export import export_model, model_from_checkpoint
+    from .export import export_model, model_from_checkpoint, write_weights
 
+    kind = args.format or (WEIGHTS_FORMAT if args.out.endswith(".pth") else "onnx")
     try:
+        if kind == WEIGHTS_FORMAT:
+            weights = write_weights(args.checkpoint, args.out)
+            print(f"wrote {args.out}: the {len(weights)} tensors of the training weights in {args.checkpoint}, "
+                  f"consolidated (torch.load(path, weights_only=True), then load_state_dict on the plain model)")
+            return
         loaded = model_from_checkpoint(args.checkpoint)
         print(f"exporting {loaded.weights}")
-        result = export_model(loaded.model, loaded.example_input(args.batch), args.out, format=args.format)
+        result = export_model(loaded.model, loaded.example_input(args.batch), args.out, format=kind)
     except BaseTrainerError as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         sys.exit(error.exit_code)

@@ -9,6 +9,8 @@
     print(result)   # onnx check: onnxruntime vs torch on a batch of 2: max abs diff 4.8e-07 (tolerance 1e-04): pass
 
 or, from the shell, ``basetrainer export work_dirs/classification/model/last.pth --out model.onnx``.
+``write_weights(checkpoint, "weights.pth")`` (``--out weights.pth``) writes the weights alone, one
+consolidated file also from a sharded (FSDP) checkpoint directory.
 ONNX needs ``pip install "basetrainer[onnx]"`` (onnx, onnxruntime, onnxscript, onnxslim).
 
 Importing this package loads nothing: the names below are resolved on first use, so that
@@ -21,6 +23,8 @@ _LAZY = {
     "LoadedModel": "basetrainer.export.from_checkpoint",
     "model_from_checkpoint": "basetrainer.export.from_checkpoint",
     "MissingDependencyError": "basetrainer.export.onnx_tools",
+    "read_weights": "basetrainer.export.weights",
+    "write_weights": "basetrainer.export.weights",
 }
 
 __all__ = list(_LAZY)

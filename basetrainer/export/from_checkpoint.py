@@ -1,10 +1,11 @@
 """Rebuilding the image classifier of a run from any model file the classification task writes.
 
-- ``last.pth``, the full training state: its ``config`` names the network, a pruned model's
+- ``last.pth``, the full training state, or ``last/``, the same sharded (FSDP; read here in one
+  process, its shards joined): its ``config`` names the network, a pruned model's
   widths are under ``architecture``, and an EMA callback's average (in ``callbacks``, as
   ``{"averaged": weights, "updates": n}``) is preferred to the training weights.
 - ``best_model_*.pth`` and ``model_final.pth``, weights only (already the EMA average when
-  EMA was on): the network is named by the config of the ``last.pth`` beside them, else by
+  EMA was on): the network is named by the config of the ``last.pth`` (or ``last/``) beside them, else by
   the run's ``config.yaml`` beside the ``model/`` folder; a pruned model's widths are in
   the best models themselves, and for ``model_final.pth`` in that ``last.pth``.
 """
@@ -16,6 +17,7 @@ from torch import nn
 
 from ..config import load_config
 from ..engine.checkpoint import check_shapes, extract_model_state, load_checkpoint
+from ..engine.sharded_checkpoint import consolidated_weights, is_sharded_checkpoint, read_loop_state
 from ..errors import CheckpointError
 from ..models.build_models import get_models
 from ..pruning.architecture import apply_architecture_spec
@@ -37,7 +39,7 @@ class LoadedModel:
 
 def model_from_checkpoint(path: str) -> LoadedModel:
     """The classifier saved in ``path`` (see the module docstring), on the CPU, in eval mode."""
-    state = load_checkpoint(path)
+    state = _read(path)
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} holds no model weights (a {type(state).__name__}, not a dict)")
     run_state = state if isinstance(state.get("config"), dict) else _last_beside(path)
@@ -57,9 +59,17 @@ def model_from_checkpoint(path: str) -> LoadedModel:
     return LoadedModel(model.eval(), list(cfg["input_size"]), description)
 
 
+def _read(path: str):
+    if is_sharded_checkpoint(path):
+        return {**read_loop_state(path), "model": consolidated_weights(path)}
+    return load_checkpoint(path)
+
+
 def _last_beside(path: str):
-    """The training state in the ``last.pth`` beside a weights-only file, or None."""
+    """The training state in the ``last.pth`` (or sharded ``last/``) beside a weights-only file, or None."""
     last = os.path.join(os.path.dirname(os.path.abspath(path)), "last.pth")
+    if is_sharded_checkpoint(last[: -len(".pth")]):
+        return read_loop_state(last[: -len(".pth")])
     return load_checkpoint(last) if os.path.isfile(last) else None
 
 

@@ -1,0 +1,22 @@
+"""One consolidated weights file from any checkpoint a run wrote, read in one process with no process group.
+
+A sharded checkpoint (``model/last/``, written by every rank of an FSDP or async run) holds
+each parameter in pieces; :func:`write_weights` joins them into a plain ``state_dict`` that
+``torch.load(..., weights_only=True)`` reads and the model without any wrapper loads.
+"""
+from ..engine.checkpoint import extract_model_state, load_checkpoint, save_checkpoint
+from ..engine.sharded_checkpoint import consolidated_weights, is_sharded_checkpoint
+
+
+def read_weights(checkpoint: str) -> dict:
+    """The training weights in ``checkpoint``: a sharded directory, ``last.pth`` or a weights file."""
+    if is_sharded_checkpoint(checkpoint):
+        return consolidated_weights(checkpoint)
+    return extract_model_state(load_checkpoint(checkpoint))
+
+
+def write_weights(checkpoint: str, out: str) -> dict:
+    """Writes the training weights of ``checkpoint`` to ``out`` (atomically) and returns them."""
+    weights = read_weights(checkpoint)
+    save_checkpoint(weights, out)
+    return weights
