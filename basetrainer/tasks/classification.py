@@ -262,7 +262,11 @@ def get_parser(prog=None):
     runtime.add_argument("--gpu_id", nargs="+", type=int, default=[0],
                          help="GPUs to use; with --distributed one process each (on a CPU-only machine, "
                               "that many CPU processes with gloo)")
-    runtime.add_argument("--distributed", action="store_true", help="one process per gpu_id (DDP)")
+    runtime.add_argument("--distributed", action="store_true", help="one process per gpu_id (DDP, or FSDP)")
+    runtime.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp",
+                         help="with --distributed: ddp (whole model per process) or fsdp (sharded)")
+    parser.set_defaults(fsdp_shard=[], fsdp_reshard_after_forward=True, fsdp_cpu_offload=False,
+                        activation_checkpointing=[], async_checkpoint=False)
     runtime.add_argument("--num_machines", type=int, default=1, help="machines in a multi-machine job")
     runtime.add_argument("--machine_rank", type=int, default=0, help="this machine's index")
     runtime.add_argument("--dist_url", default="auto", help="auto (one machine), or tcp://<machine 0>:<port>")
