@@ -201,6 +201,16 @@ def test_an_elastic_ddp_resume_from_2_to_1_process_sees_every_sample_of_the_epoc
     assert sorted(before[0] + before[1] + after) == list(range(96))
 
 
+def test_a_1_process_checkpoint_resumes_sharded_on_2_with_half_the_batch_each_and_every_sample_once(tmp_path):
+    flags = ["--every-n-iters", 2, "--epochs", 1]  # strategy fsdp: sharded checkpoints at 1 process too
+    job(tmp_path, *flags, "--kill-at", "0:3", procs=1, expect_success=False)
+    before = torch.load(tmp_path / "seen_before_kill0.pt")[0]
+    job(tmp_path, *flags, "--resume", "auto", procs=2)
+    after = [result(tmp_path, f"rank{r}.pt")["seen"][0] for r in (0, 1)]
+    assert len(before) == 32 and len(after[0]) == len(after[1]) == 32  # batch 8 at 1 process, 4 at 2
+    assert sorted(before + after[0] + after[1]) == list(range(96))
+
+
 # ---------------------------------------------------------------------- in this process
 def test_activation_checkpointing_gives_identical_gradients_and_plain_keys():
     torch.manual_seed(0)
