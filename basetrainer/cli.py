@@ -6,6 +6,7 @@
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
+    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ --out p.csv
     basetrainer export work_dirs/classification/model/last --out weights.pth
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
@@ -42,7 +43,29 @@ def get_parser():
                                                      "weights.pth")
     export.add_argument("--batch", type=int, default=1,
                         help="batch size of the example input (the check runs another size: the batch is dynamic)")
+    predict = commands.add_parser("predict", help="a trained classifier's top classes for every image of a folder, "
+                                                  "as CSV")
+    predict.add_argument("--checkpoint", required=True,
+                         help="a model file of a classification run: last.pth, best_model_*.pth or model_final.pth")
+    predict.add_argument("--data", required=True, help="a folder of images, or an ImageFolder tree")
+    predict.add_argument("--out", required=True, help="the CSV file to write, e.g. predictions.csv")
+    predict.add_argument("--topk", type=int, default=1, help="classes per image, most likely first")
+    predict.add_argument("--batch_size", type=int, default=64, help="images per batch")
+    predict.add_argument("--gpu_id", type=int, default=None, help="the GPU to use (default: the CPU)")
     return parser
+
+
+def predict(args):
+    """``basetrainer predict``: one CSV row per image; a BaseTrainerError is one line and its exit code."""
+    from .tasks.predict import predict_images
+
+    try:
+        rows = predict_images(args.checkpoint, args.data, args.out, topk=args.topk, batch_size=args.batch_size,
+                              gpu_id=args.gpu_id)
+    except BaseTrainerError as error:
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    print(f"wrote {rows} predictions to {args.out}")
 
 
 def export(args):
@@ -79,6 +102,8 @@ def main(argv=None):
     args = parser.parse_args(argv)  # --version, --help and unknown commands exit here
     if args.command == "export":
         return export(args)
+    if args.command == "predict":
+        return predict(args)
     parser.error("give a command, e.g. basetrainer train --help")
 
 

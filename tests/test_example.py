@@ -306,3 +306,25 @@ def test_custom_trainer_example_trains_one_epoch(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     assert os.path.isfile(tmp_path / "work" / "model" / "model_final.pth")
     assert float(history(tmp_path / "work")[0]["test_loss"]) > 0
+
+
+# ---------------------------------------------------------------------- predict
+def test_predict_writes_one_csv_row_per_image_with_the_top_classes(one_process_run, tiny_data, tmp_path):
+    out = tmp_path / "predictions.csv"
+    result = run_python(["-m", "basetrainer", "predict", "--checkpoint", one_process_run / "model" / "model_final.pth",
+                         "--data", tiny_data / "val", "--out", out, "--topk", 2])
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out) as stream:
+        rows = list(csv.DictReader(stream))
+    images = sorted(str(p.relative_to(tiny_data / "val")) for p in (tiny_data / "val").rglob("*.png"))
+    assert [row["path"] for row in rows] == images
+    assert all(row["class_1"] in CLASSES and row["class_2"] in CLASSES and row["class_1"] != row["class_2"]
+               and float(row["score_1"]) >= float(row["score_2"]) for row in rows)
+
+
+def test_predict_on_a_folder_without_images_is_one_line(one_process_run, tmp_path):
+    result = run_python(["-m", "basetrainer", "predict", "--checkpoint", one_process_run / "model" / "last.pth",
+                         "--data", tmp_path, "--out", tmp_path / "p.csv"])
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: --data: {tmp_path} holds no image (.jpg, .jpeg, .png, .ppm, .bmp, " \
+                                    f".pgm, .tif, .tiff, .webp); point it at the images"

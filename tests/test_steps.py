@@ -1,4 +1,6 @@
-"""Step-based training: max_iters, evaluation every N steps, several test sets, and the endless sampler."""
+"""Step-based training: max_iters, evaluation every N steps, several test sets, the endless sampler, predict."""
+import os
+
 import pytest
 import torch
 
@@ -7,7 +9,7 @@ from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.engine.data import StreamSampler, build_dataloader
 from basetrainer.engine.events import Callback
 from basetrainer.errors import ConfigError
-from conftest import same_weights
+from conftest import run_python, same_weights
 from toy import Crash, ToyTrainer, blobs, toy_cfg
 
 
@@ -139,3 +141,29 @@ def test_predict_returns_one_row_per_sample_in_dataset_order():
     with torch.no_grad():
         expected = trainer.model(data.tensors[0])
     assert rows.shape == (37, 4) and torch.allclose(rows, expected)
+
+
+STEPS_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "steps_worker.py")
+
+
+@pytest.fixture(scope="module")
+def one_and_two_processes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("steps")
+    for procs in (1, 2):
+        result = run_python([STEPS_WORKER, root / f"p{procs}.pt", "--procs", procs], timeout=240)
+        assert result.returncode == 0, result.stderr[-3000:]
+    return [torch.load(root / f"p{procs}.pt", weights_only=False) for procs in (1, 2)]
+
+
+@pytest.mark.slow
+def test_two_test_sets_each_count_their_own_samples_exactly_under_2_ranks(one_and_two_processes):
+    one, two = one_and_two_processes
+    assert one["seen"] == two["seen"] == {"val": 101, "hard": 37}
+    assert set(two["logs"]["test"]) == {"val", "hard"}
+
+
+@pytest.mark.slow
+def test_predict_over_2_ranks_equals_1_rank_row_for_row(one_and_two_processes):
+    one, two = one_and_two_processes
+    assert one["predictions"].shape == two["predictions"].shape == (101, 4)
+    assert torch.allclose(one["predictions"], two["predictions"], atol=1e-6)

@@ -74,7 +74,7 @@ class LoopOptions:
         if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 0:
             raise ConfigError(f"eval_every_n_iters expects an integer >= 0 (0: at epoch ends), got {eval_every!r}")
         return cls(
-            num_epochs=int(option(cfg, "num_epochs", 1)),
+            num_epochs=_positive_int(cfg, "num_epochs", 1),
             max_iters=max_iters,
             eval_every_n_iters=eval_every,
             progress=bool(option(cfg, "progress", True)),

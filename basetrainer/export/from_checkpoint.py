@@ -25,11 +25,12 @@ from ..pruning.architecture import apply_architecture_spec
 
 @dataclass
 class LoadedModel:
-    """A rebuilt classifier in eval mode, its input size and which weights it holds, in words."""
+    """A rebuilt classifier in eval mode, its input size, which weights it holds (in words) and its run's config."""
 
     model: nn.Module
     input_size: list  # [width, height]
     weights: str
+    config: dict
 
     def example_input(self, batch_size: int = 1) -> torch.Tensor:
         """A random batch of images of the size the model was trained on."""
@@ -56,7 +57,7 @@ def model_from_checkpoint(path: str) -> LoadedModel:
     weights, description = _weights(path, state, cfg)
     check_shapes(model, weights, path)
     model.load_state_dict(weights)
-    return LoadedModel(model.eval(), list(cfg["input_size"]), description)
+    return LoadedModel(model.eval(), list(cfg["input_size"]), description, dict(cfg))
 
 
 def _read(path: str):

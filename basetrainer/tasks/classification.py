@@ -22,7 +22,6 @@ TensorBoard events, the confusion matrix and the training curves).
 torchvision backbone (fine-tuned from ``finetune``, pruned with ``use_prune``), the loss,
 optimizer and schedule by name, and the callbacks that record and save.
 """
-import argparse
 import os
 import sys
 
@@ -31,13 +30,15 @@ from torchvision import transforms
 
 from .. import __version__
 from ..callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
-from ..config import add_override_arguments, parser_config, save_config
+from ..callbacks.log_history import EndLoggers
+from ..config import save_config
 from ..criterion.criterion import get_criterion
 from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefolder
 from ..engine import checkpoint
 from ..engine.launch import launch
 from ..engine.trainer import EngineTrainer
-from ..errors import BaseTrainerError, ConfigError, one_line
+from ..errors import BaseTrainerError, one_line
+from ..loggers import build_loggers
 from ..metric.accuracy_recorder import AccuracyRecorder
 from ..models.build_models import get_models
 from ..optimizer.build_optimizer import get_optimizer
@@ -45,19 +46,11 @@ from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
 from ..scheduler.build_scheduler import get_scheduler
 from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
+from .classification_config import DEFAULT_TEST_DATA, DEFAULT_TRAIN_DATA, get_parser, parse_config
+
+__all__ = ["ClassificationTrainer", "build_transform", "get_parser", "parse_config", "prepare_data", "run", "train", "main"]
 
 DIGITS_ROOT = os.path.join("data", "digits")
-DEFAULT_TRAIN_DATA = "data/digits/train"
-DEFAULT_TEST_DATA = "data/digits/val"
-
-# Keys whose value may take several types; the parser's defaults fix the type of every other key.
-FREE_TYPED_KEYS = {
-    "amp": None,  # none | bf16 | fp16 | true
-    "pretrained": None,  # false | true | path of a weights file
-    "num_classes": None,  # read from the data; present in a saved config.yaml
-    "classes": None,
-}
-
 
 class ClassificationTrainer(EngineTrainer):
     """Trains a torchvision classifier on ``cfg.train_data`` and evaluates it on ``cfg.test_data`` every epoch."""
@@ -79,9 +72,10 @@ class ClassificationTrainer(EngineTrainer):
                          __version__, cfg.work_dir, cfg.config_file, self.device, self.world_size)
         self.logger.info("data: %d train images in %s, %d test images in %s, %d classes",
                          self.train_num, cfg.train_data, self.test_num, cfg.test_data, cfg.num_classes)
-        self.logger.info("model: %s, %.2fM parameters, input %s | %s lr %g | %d epochs of %d batches",
-                         cfg.net_type, num_params / 1e6, "x".join(map(str, cfg.input_size)), cfg.optim_type,
-                         cfg.lr, cfg.num_epochs, self.num_steps)
+        length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
+            f" of batches of {cfg.batch_size} ({self.num_batches} per epoch)"
+        self.logger.info("model: %s, %.2fM parameters, input %s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
+                         "x".join(map(str, cfg.input_size)), cfg.optim_type, cfg.lr, length)
 
     # ------------------------------------------------------------------ data
     def build_train_loader(self, cfg, **kwargs):
@@ -141,18 +135,24 @@ class ClassificationTrainer(EngineTrainer):
         if cfg.prune_bn_l1 > 0:
             losses.append(MultiLossesRecorder(indicators=["cls", "bn_l1"]))
             indicators += ["cls", "bn_l1"]
+        history = LogHistory(self.log_dir, log_freq=cfg.log_freq, logger=self.logger, indicators=indicators,
+                             is_main_process=self.is_main_process,
+                             loggers=build_loggers(cfg.loggers, self.log_dir, cfg, indicators=indicators),
+                             artifacts=[os.path.join(self.log_dir, "confusion_matrix.png"),
+                                        os.path.join(self.model_dir, "model_final.pth")])
         return [
             AccuracyRecorder(target_names=self.classes, indicator="Acc", log_dir=self.log_dir, logger=self.logger),
             *losses,
             get_scheduler(cfg.scheduler, optimizer=self.optimizer, lr_init=cfg.lr, num_epochs=cfg.num_epochs,
-                          num_steps=self.num_steps, milestones=cfg.milestones, num_warn_up=cfg.num_warn_up),
+                          num_steps=self.num_batches, milestones=cfg.milestones, num_warn_up=cfg.num_warn_up,
+                          max_iters=cfg.max_iters),
             EMA(decay=cfg.ema_decay) if cfg.ema_decay > 0 else None,
             EarlyStopping("Acc", patience=cfg.early_stopping_patience) if cfg.early_stopping_patience > 0 else None,
-            LogHistory(self.log_dir, log_freq=cfg.log_freq, logger=self.logger, indicators=indicators,
-                       is_main_process=self.is_main_process),
+            history,
             ModelCheckpoint(model_dir=self.model_dir, epochs=cfg.num_epochs, indicator="Acc", logger=self.logger,
                             save_best_k=cfg.save_best_k, every_n_iters=cfg.checkpoint_every_n_iters,
                             every_n_minutes=cfg.checkpoint_every_n_minutes),
+            EndLoggers(history),  # after the checkpoints: model_final.pth reaches the trackers
         ]
 
     def run_step(self, inputs):
@@ -193,113 +193,6 @@ def _with_own_head(spec, model, num_classes):
             tensors = {key: [num_classes, *shape[1:]] for key, shape in entry["tensors"].items()}
             adjusted[name] = {**entry, "out_features": num_classes, "tensors": tensors}
     return adjusted
-
-
-# ---------------------------------------------------------------------- configuration
-def get_parser(prog=None):
-    """Every config key with its default (the values of ``configs/config.yaml``).
-
-    Keys without a flag are set in the YAML file or as ``key=value``.
-    """
-    class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-        """Shows the defaults, and the description and the examples as written here."""
-
-    # tests/test_help_examples.py runs every example of this help text.
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        formatter_class=HelpFormatter,
-        description="Train an image classifier on ImageFolder data (one sub-folder per class).\n"
-                    "With no data given, the bundled handwritten digits are written to data/digits and used.",
-        epilog="Any key of configs/config.yaml can be set as KEY=VALUE; after a flag that takes several\n"
-               "values, such as --gpu_id, put them behind --opts. Precedence: KEY=VALUE, then flags,\n"
-               "then the -c YAML file, then the defaults above.\n"
-               "\n"
-               "examples:\n"
-               "  %(prog)s -c configs/config.yaml\n"
-               "  %(prog)s lr=0.05 milestones=[8,12] use_prune=false\n"
-               "  %(prog)s --gpu_id 0 1 --opts lr=0.05 amp=bf16\n"
-               "  %(prog)s --distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)",
-    )
-    parser.add_argument("-c", "--config_file", default=None, help="YAML config file (configs/config.yaml "
-                                                                  "documents every key)")
-    data = parser.add_argument_group("data")
-    data.add_argument("--train_data", default=DEFAULT_TRAIN_DATA,
-                      help="training ImageFolder (the digits are written there when the default is missing)")
-    data.add_argument("--test_data", default=DEFAULT_TEST_DATA, help="evaluation ImageFolder, same class folders")
-    data.add_argument("--input_size", nargs=2, type=int, default=[32, 32], metavar=("W", "H"),
-                      help="network input width and height")
-    data.add_argument("--batch_size", type=int, default=64, help="images per batch and process")
-    data.add_argument("--num_workers", type=int, default=0, help="data loading processes per training process")
-    parser.set_defaults(crop_ratio=0.875, hflip=False, rgb_mean=[0.5, 0.5, 0.5], rgb_std=[0.5, 0.5, 0.5],
-                        on_bad_image="raise")
-
-    model = parser.add_argument_group("model")
-    model.add_argument("--net_type", default="resnet18", help="any torchvision classification model")
-    model.add_argument("--width_mult", type=float, default=1.0, help="width multiplier (MobileNets only)")
-    parser.set_defaults(pretrained=False)
-
-    optim = parser.add_argument_group("optimisation")
-    optim.add_argument("--optim_type", default="SGD", help="SGD, Adam, AdamW or RMSprop")
-    optim.add_argument("--lr", type=float, default=0.05, help="initial learning rate")
-    optim.add_argument("--momentum", type=float, default=0.9, help="SGD and RMSprop momentum")
-    optim.add_argument("--weight_decay", type=float, default=0.0005, help="L2 weight decay")
-    optim.add_argument("--loss_type", default="CELoss", help="CELoss, LabelSmoothing, FocalLoss, ...")
-    optim.add_argument("--scheduler", default="cosine", help="multi-step, cosine, exp, poly, one-cycle, ...")
-    optim.add_argument("--milestones", nargs="+", type=int, default=[6, 9], help="epochs where multi-step decays")
-    optim.add_argument("--num_warn_up", type=float, default=1.0, help="epochs of linear warm-up")
-    optim.add_argument("--num_epochs", type=int, default=12, help="training epochs")
-
-    loop = parser.add_argument_group("training loop")
-    loop.add_argument("--amp", action="store_const", const="true", default="none",
-                      help="mixed precision: fp16 on CUDA, bf16 on CPU (choose with amp=bf16 or amp=fp16)")
-    loop.add_argument("--accumulate_grad_batches", type=int, default=1, help="batches per optimizer step")
-    loop.add_argument("--clip_grad_norm", type=float, default=0.0, help="clip the gradient norm (0: off)")
-    loop.add_argument("--channels_last", action="store_true", help="channels-last memory format")
-    loop.add_argument("--compile", action="store_true", help="torch.compile the model")
-    parser.set_defaults(nonfinite_loss="raise", nonfinite_check_every=50, stop_check_every=10, sync_bn=False)
-
-    runtime = parser.add_argument_group("runtime")
-    runtime.add_argument("--gpu_id", nargs="+", type=int, default=[0],
-                         help="GPUs to use; with --distributed one process each (on a CPU-only machine, "
-                              "that many CPU processes with gloo)")
-    runtime.add_argument("--distributed", action="store_true", help="one process per gpu_id (DDP, or FSDP)")
-    runtime.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp",
-                         help="with --distributed: ddp (whole model per process) or fsdp (sharded)")
-    parser.set_defaults(fsdp_shard=[], fsdp_reshard_after_forward=True, fsdp_cpu_offload=False,
-                        activation_checkpointing=[], async_checkpoint=False)
-    runtime.add_argument("--num_machines", type=int, default=1, help="machines in a multi-machine job")
-    runtime.add_argument("--machine_rank", type=int, default=0, help="this machine's index")
-    runtime.add_argument("--dist_url", default="auto", help="auto (one machine), or tcp://<machine 0>:<port>")
-    runtime.add_argument("--seed", type=int, default=2020, help="seed of weights, shuffling and augmentation")
-    runtime.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar")
-    runtime.add_argument("--log_freq", type=int, default=20, help="a log line every N batches")
-    runtime.add_argument("--work_dir", default="work_dirs/classification", help="where checkpoints and logs go")
-    parser.set_defaults(dist_timeout=1800)
-
-    ckpt = parser.add_argument_group("checkpoints")
-    ckpt.add_argument("--resume", default=None, help="continue a run: auto (the newest last.pth in work_dir) or a path")
-    ckpt.add_argument("--finetune", default=None, help="start from these weights (layers of another shape stay fresh)")
-    parser.set_defaults(strict=False, save_best_k=1, checkpoint_every_n_iters=0, checkpoint_every_n_minutes=0.0)
-
-    prune = parser.add_argument_group("pruning")
-    prune.add_argument("--use_prune", action="store_true", help="prune channels before training, then fine-tune")
-    prune.add_argument("--prune_sparsity", type=float, default=0.3, help="fraction of channels removed per layer")
-    prune.add_argument("--prune_mod", default="L1", help="L1, L2, FPGM, Slim or Level")
-    parser.set_defaults(prune_bn_l1=0.0, early_stopping_patience=0, ema_decay=0.0)
-    return add_override_arguments(parser)
-
-
-def parse_config(argv=None, prog=None):
-    """The config for ``argv`` (default ``sys.argv[1:]``), checked strictly (see the module docstring)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = get_parser(prog)
-    # Intermixed: key=value overrides may come before, between or after the flags.
-    # The pipeline saves its resolved config itself: no args_config.yaml for a run without -c.
-    cfg = parser_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
-                        known=FREE_TYPED_KEYS, save_args=False)
-    if len(cfg.input_size) != 2:
-        raise ConfigError(f"input_size expects [width, height], got {cfg.input_size}")
-    return cfg
 
 
 def prepare_data(cfg):

@@ -1,0 +1,101 @@
+"""``basetrainer predict``: a trained classifier's top classes for every image under a folder, as CSV.
+
+::
+
+    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ \
+        --out predictions.csv --topk 3
+
+``--data`` is a folder of images, or an ImageFolder tree (one sub-folder per class): every
+image under it is predicted, in sorted path order. The model, its input size, its
+normalisation and its class names come from the run that wrote the checkpoint (see
+:func:`basetrainer.export.model_from_checkpoint`). Each CSV row is the image's path
+(relative to ``--data``), then the ``k`` most likely classes, each with its softmax score.
+"""
+import csv
+import os
+
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+from torchvision.datasets.folder import IMG_EXTENSIONS
+
+from ..config import Config
+from ..engine.trainer import EngineTrainer
+from ..errors import DataError
+from ..export import model_from_checkpoint
+from ..utils.file_utils import atomic_write
+from .classification import build_transform
+
+
+class ImageFiles(Dataset):
+    """The images at ``paths``, transformed; the target of each is its index in ``paths``."""
+
+    def __init__(self, paths, transform):
+        self.paths, self.transform = list(paths), transform
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        with Image.open(self.paths[index]) as image:
+            return self.transform(image.convert("RGB")), index
+
+
+class Predictor(EngineTrainer):
+    """A trainer with a model and nothing to train: ``predict`` runs the model on this process's device."""
+
+    def __init__(self, model, gpu_id=None):
+        self._given_model = model
+        super().__init__({"gpu_id": gpu_id, "progress": False})
+        self.build(self.cfg)
+
+    def build_train_loader(self, cfg):
+        return None
+
+    def build_test_loader(self, cfg):
+        return None
+
+    def build_model(self, cfg):
+        return self.build_model_parallel(self._given_model)
+
+    def build_criterion(self, cfg):
+        return None
+
+    def build_optimizer(self, cfg):
+        return None
+
+    def build_callbacks(self, cfg):
+        return []
+
+
+def image_paths(root) -> list:
+    """Every image file under ``root``, sorted; a one-line DataError when there is none."""
+    if not os.path.isdir(root):
+        raise DataError(f"--data: no such folder {root}; give a folder of images or an ImageFolder tree")
+    paths = sorted(os.path.join(folder, name) for folder, _, names in os.walk(root) for name in names
+                   if name.lower().endswith(IMG_EXTENSIONS))
+    if not paths:
+        raise DataError(f"--data: {root} holds no image ({', '.join(IMG_EXTENSIONS)}); point it at the images")
+    return paths
+
+
+def predict_images(checkpoint, data, out, topk=1, batch_size=64, gpu_id=None) -> int:
+    """Writes one CSV row per image under ``data`` to ``out``; returns the number of rows."""
+    loaded = model_from_checkpoint(checkpoint)
+    cfg = Config(loaded.config)
+    classes = list(cfg.get("classes") or range(cfg["num_classes"]))
+    topk = max(1, min(int(topk), len(classes)))
+    paths = image_paths(data)
+    loader = DataLoader(ImageFiles(paths, build_transform(cfg, train=False)), batch_size=batch_size)
+    logits = Predictor(loaded.model, gpu_id).predict(loader)
+    scores, indices = torch.softmax(logits.float(), dim=1).topk(topk, dim=1)
+    header = ["path"] + [f"{column}_{k}" if topk > 1 else column for k in range(1, topk + 1)
+                         for column in ("class", "score")]
+    with atomic_write(out) as stream:
+        writer = csv.writer(stream, lineterminator="\n")
+        writer.writerow(header)
+        for path, row_scores, row_indices in zip(paths, scores.tolist(), indices.tolist()):
+            cells = [value for index, score in zip(row_indices, row_scores) for value in (classes[index], f"{score:.6f}")]
+            writer.writerow([os.path.relpath(path, data), *cells])
+    return len(paths)
+
