@@ -11,6 +11,7 @@ _AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0
                 "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
 NONFINITE_MODES = ("raise", "skip", "ignore")
 STRATEGIES = ("ddp", "fsdp")
+PROFILE_STEPS = (1, 1, 3)  # what ``profile: true`` traces: wait, warmup, active batches
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,11 @@ class LoopOptions:
     :mod:`.strategies.fsdp`); ``activation_checkpointing`` names module classes that
     recompute their activations in backward (any strategy); ``async_checkpoint`` writes
     checkpoints in the background (sharded directories, see :mod:`.sharded_checkpoint`).
+
+    ``profile_steps`` is ``(wait, warmup, active)``: training batches skipped, traced and
+    thrown away, then traced with ``torch.profiler`` into ``<work_dir>/log/profile`` (without
+    a work_dir, ``log/profile`` in the current folder; see :mod:`.profiling`). ``profile: true``
+    alone means ``(1, 1, 3)``; None: no profiler at all.
     """
 
     num_epochs: int = 1
@@ -56,6 +62,7 @@ class LoopOptions:
     async_checkpoint: bool = False
     resume: Optional[str] = None
     work_dir: Optional[str] = None
+    profile_steps: Optional[tuple] = None
 
     @classmethod
     def from_config(cls, cfg, device: torch.device) -> "LoopOptions":
@@ -94,6 +101,7 @@ class LoopOptions:
             **_parallel_options(cfg),
             resume=None if resume in (None, False, "", "none", "None") else str(resume),
             work_dir=option(cfg, "work_dir", None),
+            profile_steps=_profile_steps(cfg),
         )
 
 
@@ -108,6 +116,18 @@ def _parallel_options(cfg) -> dict:
                 fsdp_cpu_offload=bool(option(cfg, "fsdp_cpu_offload", False)),
                 activation_checkpointing=_class_names(cfg, "activation_checkpointing"),
                 async_checkpoint=bool(option(cfg, "async_checkpoint", False)))
+
+
+def _profile_steps(cfg) -> Optional[tuple]:
+    """``profile_steps`` as ``(wait, warmup, active)``; ``PROFILE_STEPS`` for ``profile: true``; None: off."""
+    steps = option(cfg, "profile_steps", None)
+    if steps is None:
+        return PROFILE_STEPS if option(cfg, "profile", False) else None
+    if (not isinstance(steps, (list, tuple)) or len(steps) != 3
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in steps) or steps[2] < 1):
+        raise ConfigError(f"profile_steps expects [wait, warmup, active] batches (integers >= 0, active >= 1), "
+                          f"e.g. [1, 1, 3], got {steps!r}")
+    return tuple(steps)
 
 
 def _class_names(cfg, key) -> tuple:

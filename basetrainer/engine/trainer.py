@@ -28,6 +28,7 @@ from .legacy import LegacyTrainerAttributes
 from .loss_tally import LossTally
 from .options import LoopOptions, option
 from .preemption import Preemption
+from .profiling import Profiler, profile_dir
 from .progress import ProgressBar
 from .state import RunState
 
@@ -262,9 +263,10 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         return not bool(comm.all_reduce_max(bad.to(self.device))[0])  # every rank takes the same decision
 
     def _builtin_callbacks(self):
-        if not self.options.progress:
-            return []
-        return [ProgressBar()]
+        builtins = [ProgressBar()] if self.options.progress else []
+        if self.options.profile_steps:
+            builtins.append(Profiler(self.options.profile_steps, profile_dir(self.options.work_dir)))
+        return builtins
 
     # ------------------------------------------------------------------ what callbacks may ask
     def request_stop(self) -> None:

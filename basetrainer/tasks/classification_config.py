@@ -106,6 +106,7 @@ def get_parser(prog=None):
     runtime.add_argument("--seed", type=int, default=2020, help="seed of weights, shuffling and augmentation")
     runtime.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar")
     runtime.add_argument("--log_freq", type=int, default=20, help="a log line every N batches")
+    parser.set_defaults(profile=False, profile_steps=None)
     runtime.add_argument("--work_dir", default="work_dirs/classification", help="where checkpoints and logs go")
     parser.set_defaults(loggers=["tensorboard", "csv"], mlflow_tracking_uri=None)
     parser.set_defaults(dist_timeout=1800)
