@@ -19,8 +19,13 @@ EXTRAS = {
     # the default local store is SQLite, which needs mlflow's database layer.
     "mlflow": ["mlflow>=2.9"],
     "wandb": ["wandb>=0.19.10"],  # wandb.init(reinit="create_new")
-    "test": ["pytest>=7", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9", "wandb>=0.19.10"],
+    "hpo": ["optuna>=3.0"],  # basetrainer.hpo.optuna, examples/hpo.py (NNI's trial API: the nni extra)
+    # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni is left out:
+    # it pins filelock<3.12, below what torch installs; its tests run where it is installed.
+    "test": ["pytest>=7", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9", "wandb>=0.19.10", "optuna>=3.0",
+             "torch-tb-profiler>=0.4"],
 }
+EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name != "test" for package in packages})
 
 setup(
     name="basetrainer",
