@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from basetrainer.data import CheckedImageFolder, check_same_classes, load_digits, split_indices
@@ -175,3 +176,15 @@ def test_train_and_test_classes_must_agree(tmp_path):
     test = CheckedImageFolder(write_images(tmp_path / "val", ("a", "b", "d")))
     with pytest.raises(DataError, match=r"only in train_data: \['c'\]; only in test_data: \['d'\]"):
         check_same_classes(train, test)
+
+
+def test_evaluation_loaders_keep_their_workers_and_training_loaders_start_them_each_epoch():
+    from torch.utils.data import TensorDataset
+
+    from basetrainer.engine.data import build_dataloader
+
+    data = TensorDataset(torch.arange(32.0))
+    assert build_dataloader(data, 8, num_workers=2, phase="test", shuffle=False).persistent_workers
+    assert not build_dataloader(data, 8, num_workers=2, phase="train").persistent_workers
+    assert build_dataloader(data, 8, num_workers=2, phase="train", persistent_workers=True).persistent_workers
+    assert not build_dataloader(data, 8, num_workers=0, phase="test").persistent_workers

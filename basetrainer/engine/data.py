@@ -130,7 +130,7 @@ def build_dataloader(
     seed: int = 0,
     pin_memory=None,
     drop_last=None,
-    persistent_workers: bool = False,
+    persistent_workers=None,
     stream: bool = False,
     **kwargs,
 ) -> DataLoader:
@@ -140,7 +140,8 @@ def build_dataloader(
     or with ``stream`` a :class:`StreamSampler` (endless, for ``max_iters``); evaluation
     loaders use :class:`EvalSampler` under several processes, so metrics count every
     sample once. ``drop_last`` defaults to True for training, ``pin_memory`` to
-    whether CUDA is present. Other keyword arguments go to ``DataLoader``.
+    whether CUDA is present, ``persistent_workers`` (with ``num_workers``) to True for
+    evaluation and False for training. Other keyword arguments go to ``DataLoader``.
     """
     if len(dataset) == 0:
         raise DataError(f"the {phase} dataset is empty: check that its folder holds samples")
@@ -173,7 +174,10 @@ def build_dataloader(
         pin_memory=pin_memory,
         drop_last=drop_last,
         generator=generator,
-        persistent_workers=persistent_workers and num_workers > 0,
+        # Evaluation loaders keep their workers from one evaluation to the next; training loaders start
+        # theirs each epoch, from seeds of (seed, epoch, rank), so that a resumed run draws the same
+        # augmentation as an uninterrupted one (persistent workers would carry their streams on).
+        persistent_workers=(not train if persistent_workers is None else persistent_workers) and num_workers > 0,
         **kwargs,
     )
 
