@@ -10,17 +10,22 @@
 
 A worker that fails stops the others within seconds, and its error reaches the caller:
 user-facing errors (``BaseTrainerError``) keep their type and one-line message, any
-other error comes with that worker's traceback.
+other error comes with that worker's traceback. A worker that finished its work counts as
+done even if something kills it while it exits, and workers exit without the interpreter's
+finalization (see :func:`_exit_now`).
 """
 import ast
+import atexit
 import ctypes
 import datetime
 import inspect
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -95,25 +100,33 @@ def _spawn(main_func, args, nprocs, world_size, machine_rank, dist_url, backend,
     ]
     for p in processes:
         p.start()
+    first_rank = machine_rank * nprocs
     with signals.forwarding_to(processes):  # the workers save and stop
         try:
-            failed, still_running = _wait_for_first_failure(processes)
+            failed, still_running, received = _wait_for_first_failure(processes, reports, first_rank)
         finally:
             _stop(processes)
     if failed is not None:
-        raise _worker_error(failed, processes, still_running, _drain(reports), machine_rank * nprocs, timeout)
+        raise _worker_error(failed, processes, still_running, received + _drain(reports), first_rank, timeout)
 
 
-def _wait_for_first_failure(processes):
-    """Waits until all workers exit (returns (None, [])) or one fails (returns its index and the live ones)."""
-    pending = {p.sentinel: i for i, p in enumerate(processes)}
+def _wait_for_first_failure(processes, reports, first_rank):
+    """Waits until all workers exit (returns (None, [], reports)) or one fails (returns its index, the
+    live ones and the reports so far). A worker that reported its work finished and then died
+    while exiting is done, with a warning."""
+    pending, received = {p.sentinel: i for i, p in enumerate(processes)}, []
     while pending:
         for sentinel in multiprocessing.connection.wait(list(pending)):
             index = pending.pop(sentinel)
             processes[index].join()
-            if processes[index].exitcode != 0:
-                return index, [i for i, p in enumerate(processes) if p.is_alive()]
-    return None, []
+            received += _drain(reports)
+            code, rank = processes[index].exitcode, first_rank + index
+            if code != 0 and any(report[1:3] == (rank, _FINISHED) for report in received):
+                logger.warning("worker rank %d finished its work, then %s while exiting; its work stands", rank,
+                               _how(code))
+            elif code != 0:
+                return index, [i for i, p in enumerate(processes) if p.is_alive()], received
+    return None, [], received
 
 
 def _stop(processes):
@@ -137,6 +150,7 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
     rank = machine_rank * nprocs + local_rank
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
                       LOCAL_WORLD_SIZE=str(nprocs))
+    code = 0
     try:
         if backend == "nccl":
             torch.cuda.set_device(local_rank)  # before any collective, so NCCL binds the right GPU
@@ -145,20 +159,54 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
         init_process_group(backend, dist_url, world_size, rank, timeout)
         comm.set_local_rank(local_rank)
         main_func(*args)
+        reports.put((time.time(), rank, _FINISHED, "", ""))
     except BaseException as e:  # noqa: B902 - every failure must reach the launcher
         reports.put((time.time(), rank, type(e).__name__, str(e), traceback.format_exc()))
-        sys.exit(e.exit_code if isinstance(e, BaseTrainerError) else 1)
+        code = e.exit_code if isinstance(e, BaseTrainerError) else 1
     finally:
         destroy_process_group()
+    _exit_now(code)
+
+
+_FINISHED = "finished"  # a worker's report that its work is done (not an error)
+
+
+def _exit_now(code):
+    """Ends a worker with ``code``, without the interpreter's finalization.
+
+    DDP keeps its process group alive past ``destroy_process_group`` (until the process
+    ends), and a gloo worker thread may still hold a finished collective's tensors. If it
+    drops the last reference to one that Python also held while the interpreter finalizes,
+    it needs the GIL, Python ends that thread (pthread_exit), and the unwinding through
+    C++ aborts the process: "terminate called without an active exception", SIGABRT, after
+    all the job's work was done. So the worker does what finalization would do for it (the
+    atexit handlers, multiprocessing's among them; waiting for its own threads; flushing)
+    and leaves with ``os._exit``, as forked multiprocessing workers always do.
+    """
+    atexit._run_exitfuncs()
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _how(code) -> str:
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
 
 
 def _worker_error(failed, processes, still_running, reports, first_rank, timeout):
     """The error to raise in the launcher for a failed job: the earliest failure's own."""
+    reports = [report for report in reports if report[2] != _FINISHED]
     if not reports:
         code = processes[failed].exitcode
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         hint = " (out of memory?)" if code == -signal.SIGKILL else ""
-        return LaunchError(f"worker rank {first_rank + failed} {how}{hint} without reporting an error")
+        return LaunchError(f"worker rank {first_rank + failed} {_how(code)}{hint} without reporting an error")
     _, rank, type_name, message, trace = min(reports)
     error_type = getattr(errors, type_name, None)
     if isinstance(error_type, type) and issubclass(error_type, BaseTrainerError):
