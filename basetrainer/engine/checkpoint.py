@@ -1,19 +1,28 @@
-"""Checkpoint files: atomic writes, loads that never run code, and the pieces of a training state.
+"""Checkpoint files: atomic writes, checksums, loads that never run code, and the pieces of a training state.
 
 A checkpoint holds only tensors, numbers, strings, lists and dicts, so that
 ``torch.load(..., weights_only=True)`` reads it and a file that would need arbitrary
 unpickling is refused.
+
+The training state (``last.pth``) is saved with ``keep_previous``: the file it replaces
+becomes ``last.prev.pth``, and each has its SHA-256 beside it (``last.pth.sha256``), so
+that a damaged file is told from a good one and the previous one is still there to
+resume from. Whatever kills a save at whatever moment, the files there are complete and
+each matches its checksum or has none yet (which a load accepts), and at least one of the
+two is there.
 """
 import errno
+import hashlib
 import os
 import pickle
 import random
+import shutil
 
 import numpy as np
 import torch
 
 from ..errors import CheckpointError
-from ..utils.file_utils import atomic_write
+from ..utils.file_utils import atomic_write, write_text_atomic
 from ..utils.log import get_logger
 from .strategies import unwrap_model
 
@@ -21,25 +30,61 @@ logger = get_logger()
 
 # Prefixes that wrappers add to state_dict keys: DataParallel/DDP and torch.compile.
 _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+CHECKSUM_SUFFIX = ".sha256"
 
 
-def save_checkpoint(obj, path: str) -> str:
-    """Writes ``obj`` to ``path`` atomically and durably: a crash mid-write leaves any previous file intact."""
+def save_checkpoint(obj, path: str, keep_previous: bool = False) -> str:
+    """Writes ``obj`` to ``path`` atomically and durably: a crash mid-write leaves any previous file intact.
+
+    ``keep_previous``: the file ``path`` replaces is kept as :func:`previous_path`, and both
+    get their checksum beside them (:func:`checksum_path`).
+    """
+    digest = hashlib.sha256()
     try:
         with atomic_write(path, binary=True, durable=True) as stream:
-            torch.save(obj, stream)
+            torch.save(obj, _Hashing(stream, digest))
+            if keep_previous:  # the new file is complete: only now may the current one step aside
+                _step_aside(path)
+        if keep_previous:
+            write_text_atomic(checksum_path(path), digest.hexdigest() + "\n")
     except OSError as e:
-        hint = "free some disk space" if e.errno == errno.ENOSPC else "check the folder's permissions and space"
-        raise CheckpointError(
-            f"could not write checkpoint {path}: {e.strerror or e}; {hint} (the previous file is intact)"
-        ) from None
+        raise CheckpointError(_write_failure(path, obj, e, keep_previous)) from None
     return path
 
 
+def previous_path(path: str) -> str:
+    """Where the checkpoint before ``path`` is kept: ``model/last.pth`` -> ``model/last.prev.pth``."""
+    root, extension = os.path.splitext(str(path))
+    return f"{root}.prev{extension}"
+
+
+def checksum_path(path: str) -> str:
+    return f"{path}{CHECKSUM_SUFFIX}"
+
+
+def verify_checksum(path: str) -> None:
+    """Raises a CheckpointError when ``path`` does not match the checksum saved beside it
+    (bit rot, a copy cut short); a file without one (older runs, other tools) passes."""
+    try:
+        with open(checksum_path(path), encoding="utf-8") as stream:
+            expected = stream.read().split()[0]
+    except (OSError, IndexError):
+        return
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 24), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise CheckpointError(f"{path} does not match its checksum ({checksum_path(path)}): it was damaged after "
+                              f"it was written (a bad disk, a copy cut short); resume from an earlier checkpoint")
+
+
 def load_checkpoint(path: str, map_location="cpu") -> dict:
-    """Reads a checkpoint or state_dict file with ``weights_only=True``, or raises a one-line CheckpointError."""
+    """Reads a checkpoint or state_dict file with ``weights_only=True``, or raises a one-line CheckpointError
+    (also when the file does not match the checksum saved beside it)."""
     if not os.path.isfile(path):
         raise CheckpointError(f"no checkpoint at {path}: check the path (or use resume: auto)")
+    verify_checksum(path)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
@@ -167,6 +212,75 @@ def _describe(keys, what, state=None, own=None) -> str:
             shown.append(k)
     more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
     return f"[{what}: {', '.join(shown)}{more}] "
+
+
+class _Hashing:
+    """A binary stream that hashes what is written through it (torch.save writes sequentially)."""
+
+    def __init__(self, stream, digest):
+        self.stream, self.digest = stream, digest
+
+    def write(self, data):
+        self.digest.update(data)
+        return self.stream.write(data)
+
+    def flush(self):
+        self.stream.flush()
+
+
+def _step_aside(path: str) -> None:
+    """``path`` (and its checksum) become the previous checkpoint. The previous one's checksum goes
+    first and the file moves before its checksum, so that a kill between two steps leaves every
+    file there complete and either matching its checksum or without one (which a load accepts)."""
+    if not os.path.isfile(path):
+        return
+    previous = previous_path(path)
+    if os.path.exists(checksum_path(previous)):
+        os.remove(checksum_path(previous))
+    os.replace(path, previous)
+    if os.path.exists(checksum_path(path)):
+        os.replace(checksum_path(path), checksum_path(previous))
+
+
+def _write_failure(path, obj, error: OSError, keep_previous: bool) -> str:
+    """The one-line message of a failed save: the path, what it needs, what is free, what is intact."""
+    intact = previous_path(path) if keep_previous and not os.path.isfile(path) else path
+    kept = f"the previous checkpoint {intact} is intact" if os.path.isfile(intact) else "there was none before"
+    if error.errno != errno.ENOSPC:
+        return (f"could not write checkpoint {path}: {error.strerror or error}; check the folder's permissions "
+                f"and space ({kept})")
+    try:
+        free = f", {_size(shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free)} free"
+    except OSError:
+        free = ""
+    return (f"could not write checkpoint {path}: No space left on device (it needs about {_size(_payload_bytes(obj))}"
+            f"{free}); free some disk space or choose another work_dir ({kept})")
+
+
+def _payload_bytes(obj) -> int:
+    """The bytes of the tensors in ``obj`` (each storage once): about what the file takes."""
+    seen, total, pending = set(), 0, [obj]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, torch.Tensor):
+            storage = item.untyped_storage()
+            if storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                total += storage.nbytes()
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return total
+
+
+def _size(num_bytes: float) -> str:
+    if num_bytes < 1000:
+        return f"{num_bytes:.0f} bytes"
+    for unit in ("KB", "MB", "GB", "TB"):
+        num_bytes /= 1000
+        if num_bytes < 1000 or unit == "TB":
+            return f"{num_bytes:.1f} {unit}"
 
 
 def _unsafe_detail(error: Exception) -> str:

@@ -51,6 +51,21 @@ def training_state(trainer, with_weights: bool = True) -> dict:
     return saved
 
 
+def save_training_state(trainer, path) -> str:
+    """Writes ``trainer``'s training state to ``path``: on the main process, atomically, the file it
+    replaces kept as the previous one (``last.prev.pth``) with both checksums; a sharded
+    directory written by every rank under FSDP or ``async_checkpoint``. Every rank calls it."""
+    trainer.state.loss_tally.fold()  # never replace a good checkpoint by NaN weights
+    if sharded_checkpoint.wanted(trainer.strategy, trainer.options):  # FSDP, async: each rank writes its shards
+        return trainer.sharded_checkpointer.save(trainer.model, trainer.optimizer, path,
+                                                 training_state(trainer, with_weights=False))
+    saved = trainer.state_dict()
+    if trainer.is_main_process:
+        checkpoint.save_checkpoint(saved, path, keep_previous=True)
+    comm.synchronize()
+    return path
+
+
 def load_training_state(trainer, saved: dict, name: str = "the checkpoint", with_weights: bool = True) -> None:
     """Puts ``saved`` (a :func:`training_state`) back into ``trainer`` (``with_weights=False``:
     all but the model and the optimizer, which a sharded checkpoint has loaded itself).
@@ -97,15 +112,15 @@ def load_training_state(trainer, saved: dict, name: str = "the checkpoint", with
 def resume_or_seed(trainer) -> None:
     """Loads the checkpoint ``resume`` names into ``trainer`` and says where training goes on;
     without one, seeds every rank's random streams differently, from the one seed."""
-    path = find_checkpoint(trainer.options.resume, [trainer.checkpoint_path], trainer.options.work_dir)
+    path, saved = _load_first_good(trainer)
     if path is None:
         seed_everything(trainer.seed + trainer.rank)  # dropout, augmentation: per rank, reproducibly
         return
-    if sharded_checkpoint.is_sharded_checkpoint(path):  # model and optimizer go straight into their shards
+    if saved is None:  # a sharded checkpoint: model and optimizer go straight into their shards
         saved = trainer.sharded_checkpointer.load(trainer.model, trainer.optimizer, path)
         load_training_state(trainer, saved, name=path, with_weights=False)
     else:
-        load_training_state(trainer, checkpoint.load_checkpoint(path), name=path)
+        load_training_state(trainer, saved, name=path)
     state = trainer.state
     if not trainer.is_main_process:
         return
@@ -120,6 +135,43 @@ def resume_or_seed(trainer) -> None:
                     state.start_batch)
     else:
         logger.info("resumed from %s at the start of epoch %d", path, state.start_epoch + 1)
+
+
+def _load_first_good(trainer):
+    """``(path, training state)`` of the checkpoint to resume from (the state None for a sharded
+    one), or ``(None, None)``. The main process picks it, passing over damaged files under
+    ``resume: auto``, and every rank then loads the one it picked."""
+    resume = trainer.options.resume
+    candidates = find_checkpoints(resume, [trainer.checkpoint_path], trainer.options.work_dir)
+    path = saved = None
+    if trainer.is_main_process and candidates:
+        path, saved = _first_loadable(candidates, auto=str(resume).lower() == "auto")
+    path = comm.broadcast_object(path)
+    if path is not None and saved is None and not sharded_checkpoint.is_sharded_checkpoint(path):
+        saved = checkpoint.load_checkpoint(path)
+    return path, saved
+
+
+def _first_loadable(candidates, auto: bool):
+    """The first of ``candidates`` that loads, and its state (None for a sharded checkpoint, which
+    loads on every rank); an explicit ``resume`` path that does not load is an error."""
+    skipped = []
+    for path in candidates:
+        if sharded_checkpoint.is_sharded_checkpoint(path):
+            return path, None
+        try:
+            saved = checkpoint.load_checkpoint(path)
+        except CheckpointError as error:
+            if not auto:
+                raise
+            logger.warning("resume: auto passes over %s: %s", path, error)
+            skipped.append(path)
+            continue
+        if skipped:
+            logger.warning("resume: auto resumes from %s, the checkpoint saved before %s", path, skipped[-1])
+        return path, saved
+    raise CheckpointError(f"resume: auto found checkpoints but none loads ({', '.join(skipped)}); "
+                          f"resume from a copy, or move them away to start afresh")
 
 
 def start_epoch_tally(trainer) -> None:
@@ -149,26 +201,33 @@ def warn_changed_settings(saved, now, name) -> None:
                        "so it does not continue the old run exactly", name, ", ".join(changed))
 
 
-def find_checkpoint(resume, known_paths=(), work_dir=None):
-    """The checkpoint ``resume`` names: None (start afresh), a path, or "auto": the newest
-    existing file among ``known_paths`` and every ``last.pth`` under ``work_dir``, or sharded
-    checkpoint (a ``last/`` directory, see :mod:`.sharded_checkpoint`)."""
+def find_checkpoints(resume, known_paths=(), work_dir=None) -> list:
+    """The checkpoints ``resume`` names, in the order to try them: none (start afresh), the path
+    it names, or for "auto" each run's ``last.pth`` followed by its ``last.prev.pth``, the
+    newest run first. The runs are the folders of ``known_paths`` and of every ``last.pth``
+    (or ``last.prev.pth``, or sharded ``last/`` directory, see :mod:`.sharded_checkpoint`)
+    under ``work_dir``."""
     if resume is None:
-        return None
+        return []
     if str(resume).lower() != "auto":
         if not (os.path.isfile(str(resume)) or sharded_checkpoint.is_sharded_checkpoint(resume)):
             raise CheckpointError(f"resume: no checkpoint at {resume}; check the path, or use resume: auto")
-        return str(resume)
-    candidates = [p for p in known_paths if p]
+        return [str(resume)]
+    lasts = {p for p in known_paths if p}
     if work_dir:
-        candidates += glob.glob(os.path.join(str(work_dir), "**", "last.pth"), recursive=True)
-    existing = [p for p in set(candidates) if os.path.isfile(p)]
-    existing += sharded_checkpoint.find_sharded_checkpoints(known_paths, work_dir)
-    if not existing:
+        found = glob.glob(os.path.join(glob.escape(str(work_dir)), "**", "last*.pth"), recursive=True)
+        lasts.update(path for path in found if os.path.basename(path) == "last.pth")
+        lasts.update(os.path.join(os.path.dirname(path), "last.pth") for path in found
+                     if os.path.basename(path) == "last.prev.pth")
+    runs = [[path for path in (last, checkpoint.previous_path(last)) if os.path.isfile(path)] for last in lasts]
+    runs = [run for run in runs if run]
+    runs += [[path] for path in sharded_checkpoint.find_sharded_checkpoints(known_paths, work_dir)]
+    if not runs:
         if comm.is_main_process():
             logger.info("resume: auto found no last.pth; starting from scratch")
-        return None
-    return max(existing, key=os.path.getmtime)
+        return []
+    runs.sort(key=lambda run: max(os.path.getmtime(path) for path in run), reverse=True)
+    return [path for run in runs for path in run]
 
 
 def keyed_callbacks(callbacks):

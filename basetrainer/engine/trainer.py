@@ -20,7 +20,7 @@ import torch
 
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
-from . import checkpoint, comm, data, evaluation, resume, sharded_checkpoint
+from . import comm, data, evaluation, resume, sharded_checkpoint
 from .batch import batch_size, move_to_device, total_loss
 from .events import CallbackList
 from .hooks import TrainerHooks
@@ -275,17 +275,9 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
 
     def save_checkpoint(self, path=None) -> str:
         """Writes the full training state to ``path`` (default: the checkpoint path set by
-        :meth:`set_checkpoint_path`). Every rank calls it; the main process writes, atomically."""
-        path = path or self.checkpoint_path
-        self.state.loss_tally.fold()  # never replace a good checkpoint by NaN weights
-        if sharded_checkpoint.wanted(self.strategy, self.options):  # FSDP, async: each rank writes its shards
-            return self.sharded_checkpointer.save(self.model, self.optimizer, path,
-                                                  resume.training_state(self, with_weights=False))
-        saved = self.state_dict()
-        if self.is_main_process:
-            checkpoint.save_checkpoint(saved, path)
-        comm.synchronize()
-        return path
+        :meth:`set_checkpoint_path`). Every rank calls it; the main process writes, atomically,
+        keeping the file it replaces as the previous one (see :func:`resume.save_training_state`)."""
+        return resume.save_training_state(self, path or self.checkpoint_path)
 
     def set_checkpoint_path(self, path) -> None:
         """Where a stop signal saves the training state, and where ``resume: auto`` looks first."""
