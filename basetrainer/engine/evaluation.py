@@ -1,8 +1,16 @@
 """Evaluation over every test set, and prediction in dataset order, gathered over ranks."""
 import torch
 
-from . import comm, data
+from . import checkpoint, comm, data
 from .batch import total_loss
+
+
+class EvaluationStopped(Exception):
+    """A stop signal ended an evaluation early; ``rng`` holds the random streams as it found them."""
+
+    def __init__(self, rng):
+        super().__init__("evaluation abandoned after a stop signal")
+        self.rng = rng
 
 
 def test_sets(test_loader):
@@ -17,16 +25,25 @@ def test_sets(test_loader):
 def evaluate(trainer, logs: dict) -> None:
     """One evaluation: ``on_test_begin``, the batches, ``on_test_end`` for each test set, then
     ``on_evaluation_end``. Recorders publish each set's values in ``logs["test"]``; with
-    several sets, ``logs["test"]`` then holds them by name (``logs["test"]["val"]["Acc"]``)."""
+    several sets, ``logs["test"]`` then holds them by name (``logs["test"]["val"]["Acc"]``).
+
+    A stop signal (see :mod:`.preemption`) abandons it after a test batch: the set's
+    ``on_test_end`` fires with a scratch ``logs`` (callbacks undo what ``on_test_begin`` did,
+    e.g. EMA puts the training weights back), ``logs["test"]`` keeps the previous
+    evaluation's values, no ``on_evaluation_end`` fires, and ``EvaluationStopped`` is raised.
+    """
     events, state = trainer.events, trainer.state
     sets = test_sets(trainer.test_loader) or [(None, None)]  # the events fire even without a test loader
+    found = (checkpoint.get_rng_state(), logs["test"])  # what an abandoned evaluation goes back to
     results = {}
     for name, loader in sets:
         state.eval_set = name
         logs["test"] = {}
         events.fire("on_test_begin", logs)
-        if loader is not None:
-            _test_batches(trainer, loader, logs)
+        if loader is not None and not _test_batches(trainer, loader, logs):
+            events.fire("on_test_end", {**logs, "test": {}})
+            state.eval_set, logs["test"] = None, found[1]
+            raise EvaluationStopped(found[0])
         events.fire("on_test_end", logs)
         results[name] = logs["test"]
     state.eval_set = None
@@ -35,9 +52,23 @@ def evaluate(trainer, logs: dict) -> None:
     events.fire("on_evaluation_end", logs)
 
 
-def _test_batches(trainer, loader, logs):
+def during_training(trainer, logs: dict, when: str) -> None:
+    """An evaluation during training (``trainer.test_epoch``): ``when`` is "batch" (before
+    ``on_batch_end``) or "end" (after the epoch's batches). A stop signal abandons it and
+    the trainer saves and stops; the resumed run does this evaluation again."""
+    try:
+        trainer.test_epoch(logs)
+    except EvaluationStopped as stopped:
+        trainer.preemption.stop(trainer, evaluation_pending=when, rng=stopped.rng)
+    trainer.state.evaluation_pending = None
+
+
+def _test_batches(trainer, loader, logs) -> bool:
+    """Evaluates ``loader``'s batches; returns False when a stop signal ended it early (on every
+    rank after the same batch)."""
     events, state, was_training = trainer.events, trainer.state, trainer.model.training
     padding = trainer.strategy.evaluation_padding(loader)  # FSDP: a rank with a batch fewer forwards one more
+    stop_after = trainer.preemption.evaluation_check(trainer, loader)
     trainer.model.eval()
     with torch.no_grad():
         for batch, inputs in enumerate(loader):
@@ -46,10 +77,14 @@ def _test_batches(trainer, loader, logs):
                 outputs, losses = trainer.run_step(inputs)
             state.loss = total_loss(losses)
             events.fire("on_test_summary", inputs, outputs, losses, state.epoch, batch, logs)
+            if stop_after(batch):
+                trainer.model.train(was_training)
+                return False
         for _ in range(padding):  # its all-gathers pair with the other ranks'; its outputs count nowhere
             with trainer.autocast():
                 trainer.run_step(inputs)
     trainer.model.train(was_training)
+    return True
 
 
 def predict(trainer, loader):

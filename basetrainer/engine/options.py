@@ -35,6 +35,8 @@ class LoopOptions:
     thrown away, then traced with ``torch.profiler`` into ``<work_dir>/log/profile`` (without
     a work_dir, ``log/profile`` in the current folder; see :mod:`.profiling`). ``profile: true``
     alone means ``(1, 1, 3)``; None: no profiler at all.
+
+    Faults: ``slurm_requeue`` requeues a SLURM job stopped by SIGUSR1 (:mod:`.preemption`).
     """
 
     num_epochs: int = 1
@@ -63,6 +65,7 @@ class LoopOptions:
     resume: Optional[str] = None
     work_dir: Optional[str] = None
     profile_steps: Optional[tuple] = None
+    slurm_requeue: bool = True
 
     @classmethod
     def from_config(cls, cfg, device: torch.device) -> "LoopOptions":
@@ -102,6 +105,7 @@ class LoopOptions:
             resume=None if resume in (None, False, "", "none", "None") else str(resume),
             work_dir=option(cfg, "work_dir", None),
             profile_steps=_profile_steps(cfg),
+            slurm_requeue=bool(option(cfg, "slurm_requeue", True)),
         )
 
 

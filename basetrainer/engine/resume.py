@@ -33,6 +33,7 @@ def training_state(trainer, with_weights: bool = True) -> dict:
         "batch": batch,
         "iteration": state.global_step,
         "last_eval_step": state.last_eval_step,
+        "evaluation_pending": state.evaluation_pending,
         "samples_seen": state.samples_seen,
         "world_size": trainer.world_size,
         **elastic.layout(trainer),
@@ -56,6 +57,8 @@ def save_training_state(trainer, path) -> str:
     replaces kept as the previous one (``last.prev.pth``) with both checksums; a sharded
     directory written by every rank under FSDP or ``async_checkpoint``. Every rank calls it."""
     trainer.state.loss_tally.fold()  # never replace a good checkpoint by NaN weights
+    if path == trainer.checkpoint_path:
+        trainer.saved_position = position(trainer)
     if sharded_checkpoint.wanted(trainer.strategy, trainer.options):  # FSDP, async: each rank writes its shards
         return trainer.sharded_checkpointer.save(trainer.model, trainer.optimizer, path,
                                                  training_state(trainer, with_weights=False))
@@ -64,6 +67,12 @@ def save_training_state(trainer, path) -> str:
         checkpoint.save_checkpoint(saved, path, keep_previous=True)
     comm.synchronize()
     return path
+
+
+def position(trainer) -> tuple:
+    """Where a training state saved now resumes: equal positions, equal checkpoints."""
+    state = trainer.state
+    return (*state.resume_position(), state.global_step, state.evaluation_pending)
 
 
 def load_training_state(trainer, saved: dict, name: str = "the checkpoint", with_weights: bool = True) -> None:
@@ -97,6 +106,7 @@ def load_training_state(trainer, saved: dict, name: str = "the checkpoint", with
     elastic.adapt(trainer, saved, name)  # another number of processes: the same global batch and samples
     state.global_step = int(saved.get("iteration", 0))
     state.last_eval_step = int(saved.get("last_eval_step", -1))
+    state.evaluation_pending = saved.get("evaluation_pending")
     state.samples_seen = int(saved.get("samples_seen", 0))
     if trainer.is_main_process:
         warn_changed_settings(saved.get("config"), to_plain(trainer.cfg), name)
@@ -142,6 +152,8 @@ def _load_first_good(trainer):
     one), or ``(None, None)``. The main process picks it, passing over damaged files under
     ``resume: auto``, and every rank then loads the one it picked."""
     resume = trainer.options.resume
+    if resume is None and int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
+        resume = "auto"  # a SLURM job requeued (by a stop signal, see preemption) goes on where it stopped
     candidates = find_checkpoints(resume, [trainer.checkpoint_path], trainer.options.work_dir)
     path = saved = None
     if trainer.is_main_process and candidates:

@@ -1,10 +1,67 @@
-"""Stop signals: what clusters send before pre-empting a job (SIGTERM) or at a time limit (SIGUSR1)."""
+"""Stop signals: what clusters send before pre-empting a job (SIGTERM) or at a time limit (SIGUSR1).
+
+While a process is recording them (from ``launch()`` or a trainer's construction until its
+run ends), a stop signal only sets a flag that :func:`received` reads; the trainer acts on
+it at its next check. Recording scopes nest; when the last one ends, the previous handlers
+come back and the flag is cleared.
+"""
 import contextlib
 import os
 import signal
 import threading
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name))
+
+_received = None  # the last stop signal recorded, or None
+_scopes = 0
+_previous = {}
+
+
+def received():
+    """The stop signal recorded in this process (a ``signal.Signals``), or None."""
+    return _received
+
+
+def record():
+    """Starts recording stop signals; returns the function that ends this scope (idempotent).
+
+    Python lets only the main thread install handlers; elsewhere this records nothing.
+    """
+    global _scopes, _previous
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    if _scopes == 0:
+        _previous = {signum: signal.signal(signum, _record) for signum in STOP_SIGNALS}
+    _scopes += 1
+    ended = []
+
+    def end():
+        global _scopes, _received
+        if ended:
+            return
+        ended.append(True)
+        _scopes -= 1
+        if _scopes == 0:
+            for signum, old in _previous.items():
+                signal.signal(signum, old)
+            _received = None
+
+    return end
+
+
+@contextlib.contextmanager
+def recording():
+    """Records stop signals while inside (see :func:`record`)."""
+    end = record()
+    try:
+        yield
+    finally:
+        end()
+
+
+def _record(signum, frame):
+    global _received
+    _received = signal.Signals(signum)
 
 
 @contextlib.contextmanager

@@ -50,8 +50,8 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         self.world_size, self.rank, self.local_rank = comm.get_world_size(), comm.get_rank(), comm.get_local_rank()
         self.is_main_process = comm.is_main_process()
         self.device = comm.get_device(option(cfg, "gpu_id", None))
-        self.options = LoopOptions.from_config(cfg, self.device)
-        self.seed = self.options.seed
+        self.options = options = LoopOptions.from_config(cfg, self.device)
+        self.seed = options.seed
         seed_everything(self.seed)  # the same on every rank: identical initial weights
         # "skip" checks each optimizer step itself; "ignore" checks nothing, as a bare PyTorch loop
         tally = LossTally(check=self.options.nonfinite_loss == "raise")
@@ -64,9 +64,10 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         self.events = CallbackList([])
         self.pending_restore = None  # RNG and loss sums of a resumed run, restored once the loader is positioned
         self.checkpoint_path = None  # where a stop signal saves (set by a checkpoint callback)
+        self.saved_position = None  # where the training state last saved there resumes (resume.position)
         self.sharded_checkpointer = sharded_checkpoint.ShardedCheckpointer(asynchronous=self.options.async_checkpoint)
         self._export_weights = None
-        self.preemption = Preemption(self.world_size, self.options.stop_check_every)
+        self.preemption = Preemption(self, self.world_size, options.stop_check_every, options.slurm_requeue)
         self._moves_batches = self.device.type != "cpu" or self.options.channels_last
 
     # ------------------------------------------------------------------ the loop
@@ -75,22 +76,16 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         ``max_steps`` optimizer steps; returns ``logs``."""
         logs = {"train": {}, "test": {}, **(logs or {})}
         self.events = CallbackList(self.callbacks + self._builtin_callbacks(), trainer=self)
-        self.resume_or_seed()
         state = self.state
-        state.logs, state.stop_requested = logs, False
-        state.lr = logs["lr"] = self.optimizer.param_groups[0]["lr"]
-        logs["epoch"] = state.start_epoch
         with self.preemption.watching():
+            self.resume_or_seed()
+            self.preemption.check_start_up(self)  # a stop signal while loaders, model or checkpoint loaded
+            state.logs, state.stop_requested = logs, False
+            state.lr = logs["lr"] = self.optimizer.param_groups[0]["lr"]
+            logs["epoch"] = state.start_epoch
             try:
                 self.events.fire("on_train_begin", logs)
-                for epoch in range(state.start_epoch, state.max_epochs):
-                    if state.stop_requested or state.finished:  # e.g. restored by a resumed EarlyStopping
-                        break
-                    self.train_epoch(epoch, logs)
-                    if not self.options.eval_every_n_iters or self._last_steps_unevaluated():
-                        self.test_epoch(logs)  # at every epoch end, or after the last steps
-                    state.epoch_finished = True
-                    self.events.fire("on_epoch_end", epoch, logs)
+                self.train_epochs(logs)
                 self.events.fire("on_train_end", logs)
             except BaseException as error:  # callbacks flush and close, then the error goes on
                 self.events.fire_exception(error, logs)
@@ -99,6 +94,19 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
                 self.sharded_checkpointer.wait()  # a checkpoint still being written in the background
         return logs
 
+    def train_epochs(self, logs):
+        """The epochs: each one's batches, its evaluation, ``on_epoch_end`` and a stop check."""
+        state = self.state
+        for epoch in range(state.start_epoch, state.max_epochs):
+            if (state.stop_requested or state.finished) and not state.evaluation_pending:
+                break  # e.g. restored by a resumed EarlyStopping
+            self.train_epoch(epoch, logs)
+            if not self.options.eval_every_n_iters or self._last_steps_unevaluated():
+                evaluation.during_training(self, logs, "end")  # at every epoch end, or after the last steps
+            state.epoch_finished = True
+            self.events.fire("on_epoch_end", epoch, logs)
+            self.preemption.check(self, epoch_end=True)
+
     def train_epoch(self, epoch, logs):
         state, events = self.state, self.events
         state.epoch = logs["epoch"] = epoch
@@ -106,8 +114,11 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         resume.start_epoch_tally(self)  # the interrupted epoch's sums after a mid-epoch resume
         events.fire("on_epoch_begin", epoch, logs)
         self.model.train()
-        batches = data.iterate_from(self.train_loader, epoch, state.start_batch)
+        owed = state.evaluation_pending  # a stop abandoned an evaluation: the resumed run does it first
+        batches = iter(()) if owed == "end" else data.iterate_from(self.train_loader, epoch, state.start_batch)
         resume.restore_rng(self)  # after positioning the loader, so skipped batches draw nothing
+        if owed == "batch" and self._end_batch(state.start_batch - 1, logs):
+            batches = iter(())
         for batch, inputs in enumerate(batches, start=state.start_batch):
             state.batch = batch
             events.fire("on_batch_begin", batch, logs)
@@ -115,14 +126,21 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
             outputs, losses = self.train_step(inputs)
             state.lr = logs["lr"] = self.optimizer.param_groups[0]["lr"]
             events.fire("on_train_summary", inputs, outputs, losses, epoch, batch, logs)
-            if self._evaluation_due():
-                self.test_epoch(logs)  # before on_batch_end, so a checkpoint there holds its results
-            events.fire("on_batch_end", batch, logs)
-            self.preemption.check(self)
-            if state.stop_requested or state.finished:
+            if self._end_batch(batch, logs):
                 break
         state.start_batch = 0
         state.loss_tally.fold()
+
+    def _end_batch(self, batch, logs) -> bool:
+        """The end of ``batch``: its evaluation when due, ``on_batch_end`` and the stop check.
+        Returns whether training ends here."""
+        state = self.state
+        state.batch = batch
+        if self._evaluation_due():
+            evaluation.during_training(self, logs, "batch")  # before on_batch_end, so checkpoints hold it
+        self.events.fire("on_batch_end", batch, logs)
+        self.preemption.check(self)
+        return state.stop_requested or state.finished
 
     def train_step(self, inputs):
         """One batch: forward and loss under autocast, backward, and the optimizer step
@@ -202,7 +220,10 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         """Runs only the evaluation loop with the callbacks; returns ``logs["test"]``."""
         logs = {"train": {}, "test": {}, **(logs or {})}
         self.events = CallbackList(self.callbacks, trainer=self)
-        self.test_epoch(logs)
+        try:
+            self.test_epoch(logs)
+        except evaluation.EvaluationStopped:
+            self.preemption.interrupt(self, "during an evaluation outside training (nothing to save)")
         return logs["test"]
 
     def predict(self, loader):
