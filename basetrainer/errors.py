@@ -40,6 +40,12 @@ class TrainingInterrupted(BaseTrainerError):
     exit_code = 75  # EX_TEMPFAIL: try again later, with resume: auto
 
 
+class WatchdogTimeout(BaseTrainerError):
+    """A rank stopped making progress (it, or a peer, hung or died); its watchdog ended the process."""
+
+    exit_code = 124  # as timeout(1): a restart (torchrun, the scheduler) takes over
+
+
 def one_line(error: BaseException) -> str:
     """The error's message on one line.
 

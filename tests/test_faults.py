@@ -1,10 +1,12 @@
 """Faults in every phase of a real job (tests/workers/tiny.py as a subprocess): a stop signal during
 start-up, evaluation or a save stops within that phase, saves and exits 75, and the resumed run
-ends bitwise equal to one never stopped; SIGUSR1 under SLURM requeues the job.
+ends bitwise equal to one never stopped; SIGUSR1 under SLURM requeues the job; a rank that
+hangs ends the job through its watchdog.
 """
 import hashlib
 import os
 import textwrap
+import time
 
 import pytest
 
@@ -112,3 +114,14 @@ def test_slurm_requeue_false_only_saves_and_stops(tiny, tmp_path):
                    env=slurm)
     assert stopped.returncode == 75 and "rerun with resume: auto" in stopped.stderr
     assert not log.exists()
+
+
+def test_a_rank_that_hangs_ends_the_job_through_its_watchdog_naming_it_with_every_stack(tiny, tmp_path):
+    started = time.monotonic()
+    result = tiny("--procs", 2, "--work-dir", tmp_path, "--hang-on-rank", "1:6", "--watchdog", 3, "--epochs", 50,
+                  "--timeout", 300, check=False, timeout=120)
+    assert result.returncode == 124
+    assert time.monotonic() - started < 60  # a few seconds after the hang, not dist_timeout (300 s here)
+    assert "rank(s) [1] stalled" in result.stderr  # rank 0 names the rank it waits for
+    assert "watchdog: no training step finished for 3s" in result.stderr.strip().splitlines()[-1]
+    assert "in on_batch_end" in result.stderr and "in _watch" in result.stderr  # every thread's stack, on each rank

@@ -36,16 +36,17 @@ def evaluate(trainer, logs: dict) -> None:
     sets = test_sets(trainer.test_loader) or [(None, None)]  # the events fire even without a test loader
     found = (checkpoint.get_rng_state(), logs["test"])  # what an abandoned evaluation goes back to
     results = {}
-    for name, loader in sets:
-        state.eval_set = name
-        logs["test"] = {}
-        events.fire("on_test_begin", logs)
-        if loader is not None and not _test_batches(trainer, loader, logs):
-            events.fire("on_test_end", {**logs, "test": {}})
-            state.eval_set, logs["test"] = None, found[1]
-            raise EvaluationStopped(found[0])
-        events.fire("on_test_end", logs)
-        results[name] = logs["test"]
+    with trainer.watchdog.phase("evaluation"):
+        for name, loader in sets:
+            state.eval_set = name
+            logs["test"] = {}
+            events.fire("on_test_begin", logs)
+            if loader is not None and not _test_batches(trainer, loader, logs):
+                events.fire("on_test_end", {**logs, "test": {}})
+                state.eval_set, logs["test"] = None, found[1]
+                raise EvaluationStopped(found[0])
+            events.fire("on_test_end", logs)
+            results[name] = logs["test"]
     state.eval_set = None
     logs["test"] = results if len(sets) > 1 else results[sets[0][0]]
     state.last_eval_step = state.global_step
@@ -77,6 +78,7 @@ def _test_batches(trainer, loader, logs) -> bool:
                 outputs, losses = trainer.run_step(inputs)
             state.loss = total_loss(losses)
             events.fire("on_test_summary", inputs, outputs, losses, state.epoch, batch, logs)
+            trainer.watchdog.beat()
             if stop_after(batch):
                 trainer.model.train(was_training)
                 return False

@@ -35,7 +35,7 @@ import torch.multiprocessing as mp
 from .. import errors
 from ..errors import BaseTrainerError, LaunchError, one_line
 from ..utils.log import get_logger
-from . import comm, signals
+from . import comm, signals, watchdog
 from .process_group import (destroy_process_group, init_process_group, resolve_dist_url, run_in_existing_group,
                             started_by_slurm, started_by_torchrun)
 
@@ -150,6 +150,7 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
     rank = machine_rank * nprocs + local_rank
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size),
                       LOCAL_WORLD_SIZE=str(nprocs))
+    watchdog.report_to(lambda message: reports.put((time.time(), rank, "WatchdogTimeout", message, "")))
     code = 0
     try:
         if backend == "nccl":

@@ -36,7 +36,11 @@ class LoopOptions:
     a work_dir, ``log/profile`` in the current folder; see :mod:`.profiling`). ``profile: true``
     alone means ``(1, 1, 3)``; None: no profiler at all.
 
-    Faults: ``slurm_requeue`` requeues a SLURM job stopped by SIGUSR1 (:mod:`.preemption`).
+    Faults: ``slurm_requeue`` requeues a SLURM job stopped by SIGUSR1 (:mod:`.preemption`);
+    ``watchdog_timeout`` (seconds; 0: off) and ``watchdog_factor`` bound how long a step may
+    take before the rank ends itself (:mod:`.watchdog`); ``deterministic`` (True, or "warn":
+    warn where an operation has no deterministic version instead of raising) asks torch for
+    deterministic algorithms (:mod:`.determinism`).
     """
 
     num_epochs: int = 1
@@ -66,6 +70,9 @@ class LoopOptions:
     work_dir: Optional[str] = None
     profile_steps: Optional[tuple] = None
     slurm_requeue: bool = True
+    watchdog_timeout: float = 300.0
+    watchdog_factor: float = 20.0
+    deterministic: object = False
 
     @classmethod
     def from_config(cls, cfg, device: torch.device) -> "LoopOptions":
@@ -105,8 +112,22 @@ class LoopOptions:
             resume=None if resume in (None, False, "", "none", "None") else str(resume),
             work_dir=option(cfg, "work_dir", None),
             profile_steps=_profile_steps(cfg),
-            slurm_requeue=bool(option(cfg, "slurm_requeue", True)),
+            **_fault_options(cfg),
         )
+
+
+def _fault_options(cfg) -> dict:
+    """SLURM requeue after SIGUSR1, the watchdog's limits, deterministic algorithms."""
+    limits = {}
+    for key, default in (("watchdog_timeout", 300.0), ("watchdog_factor", 20.0)):
+        value = option(cfg, key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"{key} expects a number >= 0, got {value!r}")
+        limits[key] = float(value)
+    deterministic = option(cfg, "deterministic", False)
+    if deterministic not in (True, False, "warn"):
+        raise ConfigError(f"deterministic expects true, false or warn, got {deterministic!r}")
+    return dict(slurm_requeue=bool(option(cfg, "slurm_requeue", True)), deterministic=deterministic, **limits)
 
 
 def _parallel_options(cfg) -> dict:

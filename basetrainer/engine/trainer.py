@@ -21,6 +21,7 @@ import torch
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
 from . import comm, data, evaluation, resume, sharded_checkpoint
+from .determinism import make_deterministic
 from .batch import batch_size, move_to_device, total_loss
 from .events import CallbackList
 from .hooks import TrainerHooks
@@ -31,6 +32,7 @@ from .preemption import Preemption
 from .profiling import Profiler, profile_dir
 from .progress import ProgressBar
 from .state import RunState
+from .watchdog import Watchdog
 
 logger = get_logger()
 
@@ -51,6 +53,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         self.is_main_process = comm.is_main_process()
         self.device = comm.get_device(option(cfg, "gpu_id", None))
         self.options = options = LoopOptions.from_config(cfg, self.device)
+        make_deterministic(options.deterministic)  # before CUDA does any work
         self.seed = options.seed
         seed_everything(self.seed)  # the same on every rank: identical initial weights
         # "skip" checks each optimizer step itself; "ignore" checks nothing, as a bare PyTorch loop
@@ -68,6 +71,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         self.sharded_checkpointer = sharded_checkpoint.ShardedCheckpointer(asynchronous=self.options.async_checkpoint)
         self._export_weights = None
         self.preemption = Preemption(self, self.world_size, options.stop_check_every, options.slurm_requeue)
+        self.watchdog = Watchdog(options.watchdog_timeout, options.watchdog_factor, self.rank, self.world_size)
         self._moves_batches = self.device.type != "cpu" or self.options.channels_last
 
     # ------------------------------------------------------------------ the loop
@@ -85,7 +89,8 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
             logs["epoch"] = state.start_epoch
             try:
                 self.events.fire("on_train_begin", logs)
-                self.train_epochs(logs)
+                with self.watchdog.watching():  # a stalled or orphaned rank ends itself
+                    self.train_epochs(logs)
                 self.events.fire("on_train_end", logs)
             except BaseException as error:  # callbacks flush and close, then the error goes on
                 self.events.fire_exception(error, logs)
@@ -121,6 +126,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
             batches = iter(())
         for batch, inputs in enumerate(batches, start=state.start_batch):
             state.batch = batch
+            self.watchdog.begin_batch()
             events.fire("on_batch_begin", batch, logs)
             inputs = self.to_device(inputs)
             outputs, losses = self.train_step(inputs)
@@ -132,13 +138,14 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         state.loss_tally.fold()
 
     def _end_batch(self, batch, logs) -> bool:
-        """The end of ``batch``: its evaluation when due, ``on_batch_end`` and the stop check.
-        Returns whether training ends here."""
+        """The end of ``batch``: its evaluation when due, ``on_batch_end``, the stop check and
+        the watchdog's heartbeat. Returns whether training ends here."""
         state = self.state
         state.batch = batch
         if self._evaluation_due():
             evaluation.during_training(self, logs, "batch")  # before on_batch_end, so checkpoints hold it
         self.events.fire("on_batch_end", batch, logs)
+        self.watchdog.beat()
         self.preemption.check(self)
         return state.stop_requested or state.finished
 
@@ -298,7 +305,8 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         """Writes the full training state to ``path`` (default: the checkpoint path set by
         :meth:`set_checkpoint_path`). Every rank calls it; the main process writes, atomically,
         keeping the file it replaces as the previous one (see :func:`resume.save_training_state`)."""
-        return resume.save_training_state(self, path or self.checkpoint_path)
+        with self.watchdog.phase("save"):
+            return resume.save_training_state(self, path or self.checkpoint_path)
 
     def set_checkpoint_path(self, path) -> None:
         """Where a stop signal saves the training state, and where ``resume: auto`` looks first."""
