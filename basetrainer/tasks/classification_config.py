@@ -21,6 +21,7 @@ FREE_TYPED_KEYS = {
     "pretrained": None,  # false | true | path of a weights file
     "num_classes": None,  # read from the data; present in a saved config.yaml
     "classes": None,
+    "deterministic": None,  # false | true | warn
 }
 
 
@@ -90,6 +91,7 @@ def get_parser(prog=None):
     loop.add_argument("--channels_last", action="store_true", help="channels-last memory format")
     loop.add_argument("--compile", action="store_true", help="torch.compile the model")
     parser.set_defaults(nonfinite_loss="raise", nonfinite_check_every=50, stop_check_every=10, sync_bn=False)
+    parser.set_defaults(deterministic=False)
 
     runtime = parser.add_argument_group("runtime")
     runtime.add_argument("--gpu_id", nargs="+", type=int, default=[0],
@@ -109,7 +111,7 @@ def get_parser(prog=None):
     parser.set_defaults(profile=False, profile_steps=None)
     runtime.add_argument("--work_dir", default="work_dirs/classification", help="where checkpoints and logs go")
     parser.set_defaults(loggers=["tensorboard", "csv"], mlflow_tracking_uri=None)
-    parser.set_defaults(dist_timeout=1800)
+    parser.set_defaults(dist_timeout=1800, watchdog_timeout=300.0, watchdog_factor=20.0, slurm_requeue=True)
 
     ckpt = parser.add_argument_group("checkpoints")
     ckpt.add_argument("--resume", default=None, help="continue a run: auto (the newest last.pth in work_dir) or a path")
