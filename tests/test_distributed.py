@@ -116,7 +116,8 @@ def test_only_rank_0_writes_files(two_process_run):
     rank1 = json.loads((two_process_run / "probes" / "rank1.json").read_text())
     assert rank1["writes"] == []
     assert any(p.endswith(".tmp") and "last.pth" in p for p in rank0["writes"])
-    assert sorted(os.listdir(two_process_run / "work" / "model"))[-2:] == ["last.pth", "model_final.pth"]
+    assert sorted(os.listdir(two_process_run / "work" / "model"))[-5:] == [
+        "last.prev.pth", "last.prev.pth.sha256", "last.pth", "last.pth.sha256", "model_final.pth"]
 
 
 def test_ranks_draw_different_random_numbers_reproducibly(two_process_run, tmp_path):
