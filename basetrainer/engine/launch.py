@@ -18,6 +18,7 @@ import ast
 import atexit
 import ctypes
 import datetime
+import gc
 import inspect
 import logging
 import multiprocessing
@@ -180,14 +181,16 @@ def _exit_now(code):
     drops the last reference to one that Python also held while the interpreter finalizes,
     it needs the GIL, Python ends that thread (pthread_exit), and the unwinding through
     C++ aborts the process: "terminate called without an active exception", SIGABRT, after
-    all the job's work was done. So the worker does what finalization would do for it (the
-    atexit handlers, multiprocessing's among them; waiting for its own threads; flushing)
-    and leaves with ``os._exit``, as forked multiprocessing workers always do.
+    all the job's work was done. So the worker does what finalization would do for it, in
+    its order (waiting for its own threads; the atexit handlers, multiprocessing's among
+    them; collecting what is left, which closes forgotten files; flushing) and leaves with
+    ``os._exit``, as forked multiprocessing workers always do.
     """
-    atexit._run_exitfuncs()
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
+    atexit._run_exitfuncs()
+    gc.collect()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
