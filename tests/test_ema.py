@@ -181,3 +181,19 @@ def test_a_resumed_run_has_the_same_average_as_an_uninterrupted_one(tmp_path):
     assert resumed.updates == uninterrupted.updates
     expected = uninterrupted.weights_for_export()
     assert all(torch.equal(v, expected[k]) for k, v in resumed.weights_for_export().items())
+
+
+def test_a_resumed_ema_still_updates_at_the_step_its_checkpoint_was_taken_before():
+    # a stop in an evaluation that comes before on_batch_end saves step k before EMA's update for k
+    ema = EMA(decay=0.5, warmup=False)
+    trainer = started(ema, scalar_model(1.0))
+    step(trainer, ema, 3.0)  # step 1, averaged
+    saved = ema.state_dict()
+    resumed = EMA(decay=0.5, warmup=False)
+    resumed.load_state_dict(saved)
+    again = FakeTrainer(scalar_model(3.0))
+    again.state.global_step = 2  # the checkpoint was taken after step 2, before its on_batch_end
+    resumed.set_trainer(again)
+    resumed.on_train_begin({})
+    resumed.on_batch_end(0, {})
+    assert resumed.updates == 2 and averaged(resumed) == 0.5 * 2.0 + 0.5 * 3.0

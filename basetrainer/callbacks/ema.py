@@ -48,7 +48,7 @@ class EMA(Callback):
         self._floating = ([], [])  # the floating-point pairs, as two lists for the foreach update
         self._others = []  # integer buffers, copied
         self._backup = None
-        self._last_step = 0
+        self._last_step = None  # the global step of the last update; from the checkpoint when resumed
 
     # ------------------------------------------------------------------ events
     def attach(self, trainer) -> None:
@@ -58,7 +58,8 @@ class EMA(Callback):
 
     def on_train_begin(self, logs=None):
         self._bind(self.trainer.model)
-        self._last_step = self.state.global_step
+        if self._last_step is None:
+            self._last_step = self.state.global_step
 
     def on_batch_end(self, batch, logs=None):
         state = self.state
@@ -134,12 +135,13 @@ class EMA(Callback):
 
     def state_dict(self):
         averaged = None if self.averaged is None else {k: v.detach().cpu() for k, v in self.averaged.items()}
-        return {"averaged": averaged, "updates": self.updates}
+        return {"averaged": averaged, "updates": self.updates, "last_step": self._last_step}
 
     def load_state_dict(self, state):
         averaged = state["averaged"]
         self.averaged = None if averaged is None else {k: v.clone() for k, v in averaged.items()}
         self.updates = int(state["updates"])
+        self._last_step = state.get("last_step")
         self._pairs = None
         if self.averaged is not None and self.trainer is not None and self.trainer.model is not None:
             self._bind(self.trainer.model)

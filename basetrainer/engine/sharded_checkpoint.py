@@ -103,11 +103,18 @@ class ShardedCheckpointer:
         comm.synchronize()
         return directory
 
-    def wait(self) -> None:
-        """Returns once the background save (if any) is written and published; raises its error."""
+    def wait(self, quietly: bool = False) -> None:
+        """Returns once the background save (if any) is written and published; raises its error,
+        or with ``quietly`` (training already failed) logs it."""
         pending, self._pending = self._pending, None
-        if pending is not None:
+        if pending is None:
+            return
+        try:
             pending.result()
+        except Exception:
+            if not quietly:
+                raise
+            logger.exception("the checkpoint saved in the background failed too")
 
     def load(self, model, optimizer, directory) -> dict:
         """Loads the model and optimizer of ``directory`` into ``model``'s shards and ``optimizer``;

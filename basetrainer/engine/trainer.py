@@ -94,9 +94,9 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
                 self.events.fire("on_train_end", logs)
             except BaseException as error:  # callbacks flush and close, then the error goes on
                 self.events.fire_exception(error, logs)
+                self.sharded_checkpointer.wait(quietly=True)  # its own failure must not hide this error
                 raise
-            finally:
-                self.sharded_checkpointer.wait()  # a checkpoint still being written in the background
+            self.sharded_checkpointer.wait()  # a checkpoint still being written in the background
         return logs
 
     def train_epochs(self, logs):
