@@ -19,6 +19,7 @@ class ProgressBar(Callback):
     """
 
     priority = LOW
+    mininterval = 0.5  # seconds between redraws of a bar (tqdm's own throttle)
 
     def __init__(self, refresh_every: int = 50):
         super().__init__()
@@ -28,14 +29,14 @@ class ProgressBar(Callback):
     def on_train_begin(self, logs=None):
         state = self.state
         if state.max_steps is not None:
-            self._train_bar = _bar(state.max_steps, "Train steps", state.global_step)
+            self._train_bar = self._bar(state.max_steps, "Train steps", state.global_step)
 
     def on_epoch_begin(self, epoch, logs=None):
         state = self.state
         if state.max_steps is None:
             _close(self._train_bar)
-            self._train_bar = _bar(state.batches_per_epoch or None, f"Train epoch {epoch + 1}/{state.max_epochs}",
-                                   state.start_batch)
+            self._train_bar = self._bar(state.batches_per_epoch or None,
+                                        f"Train epoch {epoch + 1}/{state.max_epochs}", state.start_batch)
         self._samples_before, self._started = state.loss_tally.samples, time.perf_counter()
 
     def on_batch_end(self, batch, logs=None):
@@ -49,7 +50,7 @@ class ProgressBar(Callback):
         loader = self.trainer.loader("test")
         if loader is not None:
             name = self.state.eval_set
-            self._test_bar = _bar(len(loader) if hasattr(loader, "__len__") else None,
+            self._test_bar = self._bar(len(loader) if hasattr(loader, "__len__") else None,
                                   f"Test {name}" if name else "Test")
 
     def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
@@ -69,6 +70,10 @@ class ProgressBar(Callback):
         self._test_bar = _close(self._test_bar)  # the error's message then starts on a line of its own
         self._train_bar = _close(self._train_bar)
 
+    def _bar(self, total, desc, initial=0):
+        return tqdm(total=total, initial=initial, desc=desc, disable=not comm.is_main_process(), dynamic_ncols=True,
+                    mininterval=self.mininterval, leave=True)
+
     def _refresh(self):
         state = self.state
         loss_sum, _, batches, samples = state.loss_tally.totals(self.trainer.device)
@@ -79,9 +84,6 @@ class ProgressBar(Callback):
         self._train_bar.set_postfix(**postfix, lr=f"{state.lr:.3g}", samples_s=f"{speed:.0f}", refresh=False)
 
 
-def _bar(total, desc, initial=0):
-    return tqdm(total=total, initial=initial, desc=desc, disable=not comm.is_main_process(), dynamic_ncols=True,
-                mininterval=0.5, leave=True)
 
 
 def _close(bar):
