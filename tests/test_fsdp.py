@@ -291,6 +291,14 @@ def test_an_unknown_strategy_or_shard_class_is_a_config_error():
         Strategy(torch.device("cpu"), activation_checkpointing=["Blok"]).wrap(BlockMLP())
 
 
+def test_a_rank_without_an_evaluation_batch_is_a_one_line_error_on_every_rank_not_a_hang(tmp_path):
+    run = run_python([WORKER, "--procs", 2, "--work-dir", tmp_path, "--out", tmp_path / "w.pt", "--epochs", 1,
+                      "--test-size", 1], timeout=120)
+    assert run.returncode != 0 and not (tmp_path / "w.pt").exists()
+    assert "strategy fsdp: a process has no evaluation batch (the busiest has 1)" in run.stderr, run.stderr[-4000:]
+    assert "at least one sample per process (2)" in run.stderr
+
+
 def test_the_example_trains_resnet18_with_fsdp_on_2_processes_on_the_digits(tmp_path):
     example = os.path.join(os.path.dirname(TESTS), "examples", "example.py")
     run = run_python([example, "--distributed", "--gpu_id", 0, 1, "--strategy", "fsdp", "--num_epochs", 1,

@@ -97,7 +97,7 @@ class BlockTrainer(EngineTrainer):
 
     def build_test_loader(self, cfg):
         # 101 samples in batches of 10: on 2 ranks, 6 batches on one and 5 on the other.
-        return self.build_dataloader(Indexed(101, 1), 10, 0, phase="test", shuffle=False)
+        return self.build_dataloader(Indexed(cfg.test_size, 1), 10, 0, phase="test", shuffle=False)
 
     def build_model(self, cfg):
         return self.build_model_parallel(BlockMLP(cfg.bn))
@@ -164,6 +164,7 @@ def parse(argv=None):
     p.add_argument("--procs", type=int, default=1)
     p.add_argument("--epochs", dest="num_epochs", type=int, default=2)
     p.add_argument("--train-size", dest="train_size", type=int, default=96)
+    p.add_argument("--test-size", dest="test_size", type=int, default=101)
     p.add_argument("--batch-size", dest="batch_size", type=int, default=8)
     p.add_argument("--accumulate", dest="accumulate_grad_batches", type=int, default=1)
     p.add_argument("--clip", dest="clip_grad_norm", type=float, default=0.0)

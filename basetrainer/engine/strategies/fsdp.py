@@ -146,8 +146,12 @@ class FSDPStrategy(Strategy):
 
     def evaluation_padding(self, loader) -> int:
         batches = len(loader)
-        most = comm.all_reduce_max(torch.tensor([batches], device=self.device))
-        return int(most[0]) - batches
+        most, negated_least = comm.all_reduce_max(torch.tensor([batches, -batches], device=self.device)).tolist()
+        if most and not -negated_least:  # a rank with no batch has no inputs to pad with: refused on every rank
+            raise ConfigError(f"strategy fsdp: a process has no evaluation batch (the busiest has {most}), and "
+                              "under fsdp every forward is a collective: give each set at least one sample "
+                              f"per process ({comm.get_world_size()}), or evaluate it outside the sharded run")
+        return most - batches
 
     # ------------------------------------------------------------------ weights
     def model_state_dict(self, model: nn.Module) -> dict:
