@@ -37,12 +37,16 @@ def test_workers_start_their_loaders_as_the_launching_process_would(tmp_path):
         assert len(counter.read_text().split()) == 3
 
 
-def test_a_launch_call_without_a_main_guard_is_refused_in_one_line(tmp_path):
-    script = tmp_path / "unguarded.py"
+def run_launching_script(tmp_path, call):
+    """Runs a script whose main() prints 'trained', ending with the lines ``call``."""
+    script = tmp_path / "launching.py"
     script.write_text("from basetrainer.engine.launch import launch\n\n"
-                      "def main():\n    print('trained')\n\n"
-                      "launch(main, 2)\n")
-    result = run_python([script], timeout=120)
+                      "def main():\n    print('trained')\n\n" + call)
+    return run_python([script], timeout=120)
+
+
+def test_a_launch_call_without_a_main_guard_is_refused_in_one_line(tmp_path):
+    result = run_launching_script(tmp_path, "launch(main, 2)\n")
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.strip().splitlines()[-1] == (
@@ -52,10 +56,6 @@ def test_a_launch_call_without_a_main_guard_is_refused_in_one_line(tmp_path):
 
 
 def test_a_guarded_launch_call_at_the_top_level_runs(tmp_path):
-    script = tmp_path / "guarded.py"
-    script.write_text("from basetrainer.engine.launch import launch\n\n"
-                      "def main():\n    print('trained')\n\n"
-                      "if __name__ == '__main__':\n    launch(main, 2)\n")
-    result = run_python([script], timeout=120)
+    result = run_launching_script(tmp_path, "if __name__ == '__main__':\n    launch(main, 2)\n")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("trained") == 2
