@@ -23,6 +23,7 @@ from basetrainer.engine.options import LoopOptions
 from basetrainer.engine.strategies import FSDPStrategy, Strategy
 from basetrainer.engine.strategies.fsdp import choose_shard_classes
 from basetrainer.errors import CheckpointError, ConfigError
+from basetrainer.scheduler import get_scheduler
 from conftest import TESTS, run_python, same_weights
 from test_checkpoint import _Payload
 from workers.fsdp_worker import BlockMLP
@@ -191,24 +192,37 @@ def test_a_2_process_checkpoint_resumes_on_1_process_with_the_same_global_batch(
     assert max_difference(result(resumed)["weights"], result(accumulating_run)["weights"]) < 1e-5
 
 
+def cosine_lrs(epoch_fractions):
+    """The lr the workers' cosine schedule (lr 0.05 over 1 epoch) gives at each fraction of the epoch."""
+    schedule = get_scheduler("cosine", torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.05), 0.05, 1, 1000)
+    return [0.05 * schedule.lr_factor(1000 * f) for f in epoch_fractions]
+
+
 def test_an_elastic_ddp_resume_from_2_to_1_process_sees_every_sample_of_the_epoch_once(tmp_path):
-    flags = ["--strategy", "ddp", "--async", "--every-n-iters", 2, "--epochs", 1]
+    flags = ["--strategy", "ddp", "--async", "--every-n-iters", 2, "--epochs", 1, "--cosine"]
     job(tmp_path, *flags, "--kill-at", "0:3", expect_success=False)
     before = [torch.load(tmp_path / f"seen_before_kill{r}.pt")[0] for r in (0, 1)]
     job(tmp_path, *flags, "--resume", "auto", procs=1)
     after = result(tmp_path, "rank0.pt")["seen"][0]
     assert len(before[0]) == len(before[1]) == 32 and len(after) == 32
     assert sorted(before[0] + before[1] + after) == list(range(96))
+    # 6 batches per epoch on 2 processes, 12 (accumulating 2) on 1: the schedule follows the epoch
+    assert torch.load(tmp_path / "lrs_before_kill0.pt")[0] == pytest.approx(cosine_lrs([b / 6 for b in range(4)]))
+    assert result(tmp_path, "rank0.pt")["lrs"][0] == pytest.approx(cosine_lrs([b / 12 for b in range(8, 12)]))
 
 
 def test_a_1_process_checkpoint_resumes_sharded_on_2_with_half_the_batch_each_and_every_sample_once(tmp_path):
-    flags = ["--every-n-iters", 2, "--epochs", 1]  # strategy fsdp: sharded checkpoints at 1 process too
+    flags = ["--every-n-iters", 2, "--epochs", 1, "--cosine"]  # strategy fsdp: sharded checkpoints at 1 process too
     job(tmp_path, *flags, "--kill-at", "0:3", procs=1, expect_success=False)
     before = torch.load(tmp_path / "seen_before_kill0.pt")[0]
     job(tmp_path, *flags, "--resume", "auto", procs=2)
     after = [result(tmp_path, f"rank{r}.pt")["seen"][0] for r in (0, 1)]
     assert len(before) == 32 and len(after[0]) == len(after[1]) == 32  # batch 8 at 1 process, 4 at 2
     assert sorted(before + after[0] + after[1]) == list(range(96))
+    # the schedule was built for 6 batches of 8 per process; the resumed run splits the epoch into 12 of 4
+    assert torch.load(tmp_path / "lrs_before_kill0.pt")[0] == pytest.approx(cosine_lrs([b / 12 for b in range(4)]))
+    for rank in (0, 1):
+        assert result(tmp_path, f"rank{rank}.pt")["lrs"][0] == pytest.approx(cosine_lrs([b / 12 for b in range(4, 12)]))
 
 
 # ---------------------------------------------------------------------- in this process

@@ -41,6 +41,13 @@ class LRSchedulerCallback(Callback):
     ``logs["lr"]``). ``state_dict`` holds plain numbers only;
     ``load_state_dict`` also puts the restored iteration's lr into the optimizer.
 
+    Attached to a trainer, the clock is read off where training stands rather than counted:
+    after batch ``b`` of epoch ``e`` it is ``e * num_steps + b + 1``, the same number the
+    count gives. When the loader's batches per epoch are not ``num_steps`` (a run resumed on
+    another number of processes keeps its global batch, and so its epochs, but splits them
+    into other batches), batches are scaled to ``num_steps`` per epoch, so the curve still
+    follows the epochs it was built for.
+
     With ``per_optimizer_step`` (training for ``max_iters``) the clock is the trainer's global
     step instead: after each batch the lr is the schedule's at ``state.global_step``, so
     batches that only accumulate gradients, and skipped steps, do not advance it.
@@ -68,9 +75,17 @@ class LRSchedulerCallback(Callback):
         """The global iteration whose lr the optimizer holds now."""
         return self.scheduler.last_epoch
 
+    def on_train_begin(self, logs: Optional[dict] = None):
+        position = self._position(self.state.start_epoch, self.state.start_batch) if self.state else None
+        if position is not None and position != self.scheduler.last_epoch:  # a resume on another layout
+            self._go_to(position)
+
     def on_batch_end(self, batch: int, logs: Optional[dict] = None):
+        position = self._position(self.state.epoch, batch + 1) if self.state else None
         if self.per_optimizer_step:
             self._go_to(self.state.global_step)
+        elif position is not None:
+            self._go_to(position)
         elif self.scheduler.last_epoch == 0:
             # torch warns when its first step precedes optimizer.step(); here that is by design:
             # the schedule counts batches, also those that only accumulate gradients.
@@ -102,6 +117,16 @@ class LRSchedulerCallback(Callback):
         for group, base_lr in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
             group["initial_lr"] = base_lr
         self._go_to(self.scheduler.last_epoch)
+
+    def _position(self, epoch: int, batch: int):
+        """The clock at ``batch`` batches into ``epoch``, in epochs of ``num_steps`` batches; None
+        where the trainer's batches per epoch are unknown (or ``num_steps`` is), or the clock is steps."""
+        per_epoch = self.state.batches_per_epoch
+        if self.per_optimizer_step or not self.num_steps or not per_epoch:
+            return None
+        if per_epoch == self.num_steps:
+            return epoch * self.num_steps + batch
+        return epoch * self.num_steps + batch * self.num_steps / per_epoch
 
     def _go_to(self, iteration: int) -> None:
         """Puts the schedule and every param group at ``iteration``."""

@@ -3,7 +3,8 @@
 An MLP of repeated residual blocks (optionally with a BatchNorm) on Gaussian blobs, trained
 with ``strategy`` ddp or fsdp. Rank 0 writes ``--out`` (the final weights, gathered, and the
 logs); every rank writes ``rank<r>.pt`` beside it: the bytes of its local parameter and
-optimizer shards, its BatchNorm statistics, and the sample indices it trained on per epoch.
+optimizer shards, its BatchNorm statistics, and the sample indices it trained on and the lr
+of each of its batches, per epoch.
 ``--kill-at E:B`` SIGKILLs rank 0 right after batch B of epoch E (after that batch's checkpoint
 is written, and every rank has written the indices it trained on to ``seen_before_kill<r>.pt``);
 ``--kill-in-save N`` SIGKILLs rank 0 inside its N-th checkpoint save, after the
@@ -28,6 +29,7 @@ from basetrainer.engine import comm, sharded_checkpoint  # noqa: E402
 from basetrainer.engine.events import LOWEST, Callback  # noqa: E402
 from basetrainer.engine.launch import launch  # noqa: E402
 from basetrainer.engine.trainer import EngineTrainer  # noqa: E402
+from basetrainer.scheduler import get_scheduler  # noqa: E402
 from workers.tiny import Cfg, NoisyBlobs  # noqa: E402
 
 
@@ -81,6 +83,7 @@ class Fault(Callback):
         if self.kill_at == (trainer.epoch, batch):
             trainer.sharded_checkpointer.wait()
             torch.save(trainer.seen, os.path.join(trainer.cfg.work_dir, f"seen_before_kill{trainer.rank}.pt"))
+            torch.save(trainer.lrs, os.path.join(trainer.cfg.work_dir, f"lrs_before_kill{trainer.rank}.pt"))
             comm.synchronize()
             if trainer.rank == 0:
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -89,7 +92,7 @@ class Fault(Callback):
 class BlockTrainer(EngineTrainer):
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.seen = {}
+        self.seen, self.lrs = {}, {}
         self.build(cfg)
 
     def build_train_loader(self, cfg):
@@ -111,12 +114,14 @@ class BlockTrainer(EngineTrainer):
     def build_callbacks(self, cfg):
         return [LossesRecorder(), ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"),
                                                   every_n_iters=cfg.every_n_iters, indicator="loss", mode="min"),
-                Fault(cfg.kill_at)]
+                Fault(cfg.kill_at)] + ([get_scheduler("cosine", self.optimizer, 0.05, cfg.num_epochs, self.num_batches)]
+                                       if cfg.cosine else [])
 
     def run_step(self, inputs):
         x, y, index = inputs
         if self.model.training:
             self.seen.setdefault(self.epoch, []).extend(index.tolist())
+            self.lrs.setdefault(self.epoch, []).append(self.optimizer.param_groups[0]["lr"])
         outputs = self.model(x)
         return outputs, self.criterion(outputs, y)
 
@@ -139,6 +144,7 @@ def main(cfg):
         batchnorm = [b.clone() for m in trainer.model.modules() if isinstance(m, nn.BatchNorm1d) for b in m.buffers()]
         torch.save({"param_bytes": local_bytes(list(trainer.model.parameters())),
                     "optimizer_bytes": local_bytes(optimizer_state), "batchnorm": batchnorm, "seen": trainer.seen,
+                    "lrs": trainer.lrs,
                     "accumulate": trainer.options.accumulate_grad_batches},
                    os.path.join(os.path.dirname(cfg.out), f"rank{trainer.rank}.pt"))
 
@@ -169,6 +175,7 @@ def parse(argv=None):
     p.add_argument("--accumulate", dest="accumulate_grad_batches", type=int, default=1)
     p.add_argument("--clip", dest="clip_grad_norm", type=float, default=0.0)
     p.add_argument("--bn", action="store_true", help="a BatchNorm before the head")
+    p.add_argument("--cosine", action="store_true", help="a cosine lr schedule over the epochs (lr per batch recorded)")
     p.add_argument("--async", dest="async_checkpoint", action="store_true")
     p.add_argument("--every-n-iters", dest="every_n_iters", type=int, default=0)
     p.add_argument("--resume", default=None)
