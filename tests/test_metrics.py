@@ -1,6 +1,8 @@
 """Confusion matrix, per-class report, AccuracyRecorder and MultiLossesRecorder; their values under 2 processes."""
 import csv
+import logging
 import os
+import signal
 import subprocess
 import sys
 
@@ -8,8 +10,12 @@ import pytest
 import torch
 
 from basetrainer.callbacks.multi_losses_recorder import MultiLossesRecorder
+from basetrainer.engine.events import Callback
+from basetrainer.errors import TrainingInterrupted
+from basetrainer.utils.log import get_logger
 from basetrainer.metric.accuracy_recorder import AccuracyRecorder
 from basetrainer.metric.classification_report import confusion_matrix, format_report, precision_recall_f1
+from toy import ToyTrainer, toy_cfg
 from workers.metrics_worker import CLASSES, ClassifierTrainer, blobs, cfg, make_model
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "metrics_worker.py")
@@ -283,3 +289,33 @@ def test_two_processes_log_once_and_match_single_process_accuracy(tmp_path):
     assert (tmp_path / "train_rank0.log").is_file() and not (tmp_path / "train_rank1.log").exists()
     assert len([p for p in os.listdir(tmp_path) if p.startswith("events.out.tfevents")]) == 1
     assert (result.stdout + result.stderr).count("per-class report") == 1  # at the end, from rank 0 only
+
+
+def run_and_log(callbacks):
+    """Runs the toy trainer for one epoch; returns the lines it logged and the error that ended it."""
+    lines, handler, error, logger = [], logging.Handler(), None, get_logger()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        ToyTrainer(toy_cfg(num_epochs=1, callbacks=callbacks)).run()
+    except TrainingInterrupted as stopped:
+        error = stopped
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return lines, error
+
+
+def test_an_evaluation_cut_short_by_a_stop_signal_logs_no_partial_accuracy():
+    class SignalAtSecondTestBatch(Callback):
+        def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
+            if batch == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    lines, error = run_and_log([AccuracyRecorder(report=False), SignalAtSecondTestBatch()])
+    assert "stopped by SIGTERM during evaluation" in str(error)
+    assert not any("test Acc" in line for line in lines)
+    lines, error = run_and_log([AccuracyRecorder(report=False)])  # the same job, not stopped
+    assert error is None and any("test Acc" in line for line in lines)

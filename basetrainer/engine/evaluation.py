@@ -28,8 +28,9 @@ def evaluate(trainer, logs: dict) -> None:
     several sets, ``logs["test"]`` then holds them by name (``logs["test"]["val"]["Acc"]``).
 
     A stop signal (see :mod:`.preemption`) abandons it after a test batch: the set's
-    ``on_test_end`` fires with a scratch ``logs`` (callbacks undo what ``on_test_begin`` did,
-    e.g. EMA puts the training weights back), ``logs["test"]`` keeps the previous
+    ``on_test_end`` fires with a scratch ``logs`` and ``state.evaluation_abandoned`` set
+    (callbacks undo what ``on_test_begin`` did, e.g. EMA puts the training weights back;
+    the accuracy line is not logged), ``logs["test"]`` keeps the previous
     evaluation's values, no ``on_evaluation_end`` fires, and ``EvaluationStopped`` is raised.
     """
     events, state = trainer.events, trainer.state
@@ -42,7 +43,11 @@ def evaluate(trainer, logs: dict) -> None:
             logs["test"] = {}
             events.fire("on_test_begin", logs)
             if loader is not None and not _test_batches(trainer, loader, logs):
-                events.fire("on_test_end", {**logs, "test": {}})
+                state.evaluation_abandoned = True
+                try:
+                    events.fire("on_test_end", {**logs, "test": {}})
+                finally:
+                    state.evaluation_abandoned = False
                 state.eval_set, logs["test"] = None, found[1]
                 raise EvaluationStopped(found[0])
             events.fire("on_test_end", logs)

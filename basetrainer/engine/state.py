@@ -35,6 +35,9 @@ class RunState:
       evaluation (-1: none yet).
     - ``epoch_finished``: whether ``epoch``'s end events have run (a checkpoint then
       resumes at the next epoch).
+    - ``evaluation_abandoned``: True during the ``on_test_end`` of an evaluation that a stop
+      signal cut short: its values are partial (recorders publish them into a scratch
+      ``logs`` that is thrown away; nothing should log them).
     - ``evaluation_pending``: after a resume from a checkpoint that a stop signal wrote
       during an evaluation, which one the run does first: "batch" (the one before the
       last trained batch's ``on_batch_end``) or "end" (the one after the epoch's batches);
@@ -60,6 +63,7 @@ class RunState:
     eval_set: Optional[str] = None
     last_eval_step: int = -1
     epoch_finished: bool = False
+    evaluation_abandoned: bool = False
     evaluation_pending: Optional[str] = None
 
     @property

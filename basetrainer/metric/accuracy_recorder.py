@@ -64,6 +64,8 @@ class AccuracyRecorder(Callback):
         self._training = True
 
     def on_test_end(self, logs=None):
+        if self.state is not None and self.state.evaluation_abandoned:
+            return  # a stop signal cut the evaluation short: no partial accuracy
         logs = {} if logs is None else logs
         matrix = self._publish(self.test_tally, "test", logs)
         if matrix is not None:
