@@ -37,12 +37,12 @@ def test_workers_start_their_loaders_as_the_launching_process_would(tmp_path):
         assert len(counter.read_text().split()) == 3
 
 
-def run_launching_script(tmp_path, call):
-    """Runs a script whose main() prints 'trained', ending with the lines ``call``."""
+def run_launching_script(tmp_path, call, main_body="    print('trained')\n", timeout=120):
+    """Runs a script whose main() is ``main_body`` (by default it prints 'trained'), ending with the lines ``call``."""
     script = tmp_path / "launching.py"
     script.write_text("from basetrainer.engine.launch import launch\n\n"
-                      "def main():\n    print('trained')\n\n" + call)
-    return run_python([script], timeout=120)
+                      "def main():\n" + main_body + "\n" + call)
+    return run_python([script], timeout=timeout)
 
 
 def test_a_launch_call_without_a_main_guard_is_refused_in_one_line(tmp_path):
@@ -59,3 +59,15 @@ def test_a_guarded_launch_call_at_the_top_level_runs(tmp_path):
     result = run_launching_script(tmp_path, "if __name__ == '__main__':\n    launch(main, 2)\n")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("trained") == 2
+
+
+def test_workers_exit_although_a_library_left_a_thread_pool_running(tmp_path):
+    # torch.compile leaves such a pool; the workers' exit used to wait for its threads forever
+    body = ("    from concurrent.futures import ThreadPoolExecutor\n"
+            "    pool = ThreadPoolExecutor(2)\n"
+            "    print('trained', pool.submit(lambda: 1).result())\n"
+            "    main.pool = pool\n")
+    result = run_launching_script(tmp_path, "if __name__ == '__main__':\n    launch(main, 2)\n", body, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("trained 1") == 2
+    assert "while exiting" not in result.stderr

@@ -182,13 +182,13 @@ def _exit_now(code):
     it needs the GIL, Python ends that thread (pthread_exit), and the unwinding through
     C++ aborts the process: "terminate called without an active exception", SIGABRT, after
     all the job's work was done. So the worker does what finalization would do for it, in
-    its order (waiting for its own threads; the atexit handlers, multiprocessing's among
-    them; collecting what is left, which closes forgotten files; flushing) and leaves with
-    ``os._exit``, as forked multiprocessing workers always do.
+    its order (``threading._shutdown``: the thread pools' exit hooks, which stop the pools
+    that libraries leave running, torch.compile's among them, then waiting for the threads
+    that are left; the atexit handlers, multiprocessing's among them; collecting what is
+    left, which closes forgotten files; flushing) and leaves with ``os._exit``, as forked
+    multiprocessing workers always do.
     """
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # what the interpreter runs first when it exits
     atexit._run_exitfuncs()
     gc.collect()
     logging.shutdown()
