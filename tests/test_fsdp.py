@@ -127,6 +127,20 @@ def test_torch_compile_and_bf16_autocast_train_under_fsdp_as_without_them(tmp_pa
     assert all(value.dtype == torch.float32 for value in bf16.values())  # the sharded parameters stay fp32
 
 
+def test_ema_under_fsdp_averages_as_under_ddp_exports_whole_tensors_and_resumes_bitwise(tmp_path):
+    flags = ["--ema", "--every-n-iters", 2]
+    fsdp = result(job(tmp_path / "fsdp", *flags))
+    ddp = result(job(tmp_path / "ddp", *flags, "--strategy", "ddp"))
+    final = torch.load(tmp_path / "fsdp" / "model" / "model_final.pth", weights_only=True)
+    for weights in (fsdp["weights"], final.get("state_dict", final)):
+        assert all(type(value) is torch.Tensor for value in weights.values())  # whole tensors, not rank 0's shards
+        assert max_difference(weights, ddp["weights"]) < 1e-5
+    assert fsdp["logs"]["test"]["loss"] == pytest.approx(ddp["logs"]["test"]["loss"], abs=1e-5)  # evaluated with the average
+    job(tmp_path / "killed", *flags, "--kill-at", "1:3", expect_success=False)
+    resumed = result(job(tmp_path / "killed", *flags, "--resume", "auto"))
+    assert same_weights(resumed["weights"], fsdp["weights"])
+
+
 def test_each_rank_holds_half_of_the_parameter_and_optimizer_bytes(batchnorm_run):
     full = sum(p.numel() * p.element_size() for p in BlockMLP(True).parameters())
     for rank in (0, 1):

@@ -1,5 +1,6 @@
 """An exponential moving average (EMA) of the model's weights, used for evaluation and export."""
 import torch
+from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from ..engine.events import HIGHEST, Callback
@@ -29,6 +30,10 @@ class EMA(Callback):
 
     ``weights_for_export()`` gives the averaged weights; the trainer's ``export_weights()``
     returns them, so the best and final model files hold the average.
+
+    Under FSDP each rank averages its own shards; the export and the checkpoint hold the
+    whole tensors (gathered, on every rank), and a resumed run takes its shards back out of
+    them.
     """
 
     priority = HIGHEST
@@ -114,7 +119,7 @@ class EMA(Callback):
         if self.averaged is None:
             self.averaged = {k: v.detach().clone() for k, v in current.items()}
         else:
-            self.averaged = {k: self.averaged[k].to(device=v.device, dtype=v.dtype) for k, v in current.items()}
+            self.averaged = {k: _like(self.averaged[k], v) for k, v in current.items()}
         self._pairs = [(self.averaged[k], v) for k, v in current.items()]
         floating = [(a, c) for a, c in self._pairs if a.is_floating_point()]
         self._floating = ([a for a, _ in floating], [c for _, c in floating])
@@ -131,10 +136,10 @@ class EMA(Callback):
             if trainer is None:
                 raise RuntimeError("EMA has no weights yet: it needs a trainer, or load_state_dict first")
             self._bind(trainer.model)
-        return {k: v.detach().cpu().clone() for k, v in self.averaged.items()}
+        return {k: _whole(v).detach().cpu().clone() for k, v in self.averaged.items()}
 
     def state_dict(self):
-        averaged = None if self.averaged is None else {k: v.detach().cpu() for k, v in self.averaged.items()}
+        averaged = None if self.averaged is None else {k: _whole(v).detach().cpu() for k, v in self.averaged.items()}
         return {"averaged": averaged, "updates": self.updates, "last_step": self._last_step}
 
     def load_state_dict(self, state):
@@ -150,3 +155,17 @@ class EMA(Callback):
 def _same_layout(averaged: dict, current: dict) -> bool:
     """Whether a saved average fits the model: the same keys and shapes (a pruned model has other shapes)."""
     return set(averaged) == set(current) and all(averaged[k].shape == v.shape for k, v in current.items())
+
+
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """The whole tensor: an FSDP shard (a DTensor) gathered from every rank (a collective), else itself."""
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
+def _like(saved: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """``saved`` (a whole tensor, or a shard) on ``current``'s device and dtype; sharded as ``current``
+    when that is an FSDP shard (every rank holds the whole ``saved``, and keeps its own part)."""
+    if isinstance(current, DTensor) and not isinstance(saved, DTensor):
+        return distribute_tensor(saved.to(device=current.device, dtype=current.dtype), current.device_mesh,
+                                 current.placements, src_data_rank=None)
+    return saved.to(device=current.device, dtype=current.dtype)

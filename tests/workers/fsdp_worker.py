@@ -23,6 +23,7 @@ from torch.utils.data import Dataset
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from basetrainer.callbacks.ema import EMA  # noqa: E402
 from basetrainer.callbacks.losses_recorder import LossesRecorder  # noqa: E402
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint  # noqa: E402
 from basetrainer.engine import comm, sharded_checkpoint  # noqa: E402
@@ -115,7 +116,7 @@ class BlockTrainer(EngineTrainer):
         return [LossesRecorder(), ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"),
                                                   every_n_iters=cfg.every_n_iters, indicator="loss", mode="min"),
                 Fault(cfg.kill_at)] + ([get_scheduler("cosine", self.optimizer, 0.05, cfg.num_epochs, self.num_batches)]
-                                       if cfg.cosine else [])
+                                       if cfg.cosine else []) + ([EMA(decay=0.9)] if cfg.ema else [])
 
     def run_step(self, inputs):
         x, y, index = inputs
@@ -175,6 +176,7 @@ def parse(argv=None):
     p.add_argument("--accumulate", dest="accumulate_grad_batches", type=int, default=1)
     p.add_argument("--clip", dest="clip_grad_norm", type=float, default=0.0)
     p.add_argument("--bn", action="store_true", help="a BatchNorm before the head")
+    p.add_argument("--ema", action="store_true", help="an EMA of the weights (exported, and evaluated with)")
     p.add_argument("--cosine", action="store_true", help="a cosine lr schedule over the epochs (lr per batch recorded)")
     p.add_argument("--async", dest="async_checkpoint", action="store_true")
     p.add_argument("--every-n-iters", dest="every_n_iters", type=int, default=0)
