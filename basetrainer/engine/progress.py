@@ -84,8 +84,6 @@ class ProgressBar(Callback):
         self._train_bar.set_postfix(**postfix, lr=f"{state.lr:.3g}", samples_s=f"{speed:.0f}", refresh=False)
 
 
-
-
 def _close(bar):
     """Closes ``bar`` if there is one; returns None, for ``self._bar = _close(self._bar)``."""
     if bar is not None:
