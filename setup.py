@@ -20,10 +20,10 @@ EXTRAS = {
     "mlflow": ["mlflow>=2.9"],
     "wandb": ["wandb>=0.19.10"],  # wandb.init(reinit="create_new")
     "hpo": ["optuna>=3.0"],  # basetrainer.hpo.optuna, examples/hpo.py (NNI's trial API: the nni extra)
-    # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni is left out:
-    # it pins filelock<3.12, below what torch installs; its tests run where it is installed.
+    # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni pins
+    # filelock<3.12, which torch (any filelock) and the other extras accept.
     "test": ["pytest>=7", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9", "wandb>=0.19.10", "optuna>=3.0",
-             "torch-tb-profiler>=0.4"],
+             "torch-tb-profiler>=0.4", "nni==2.10.1"],
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name != "test" for package in packages})
 
