@@ -69,5 +69,5 @@ def test_workers_exit_although_a_library_left_a_thread_pool_running(tmp_path):
             "    main.pool = pool\n")
     result = run_launching_script(tmp_path, "if __name__ == '__main__':\n    launch(main, 2)\n", body, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.count("trained 1") == 2
+    assert result.stdout.count("trained") == 2  # the two workers' lines may interleave
     assert "while exiting" not in result.stderr
