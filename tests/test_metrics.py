@@ -293,19 +293,15 @@ def test_two_processes_log_once_and_match_single_process_accuracy(tmp_path):
 
 def run_and_log(callbacks):
     """Runs the toy trainer for one epoch; returns the lines it logged and the error that ended it."""
-    lines, handler, error, logger = [], logging.Handler(), None, get_logger()
+    lines, handler = [], logging.Handler()
     handler.emit = lambda record: lines.append(record.getMessage())
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    get_logger().addHandler(handler)  # conftest's restore_basetrainer_logger puts the logger back after the test
+    get_logger().setLevel(logging.INFO)
     try:
         ToyTrainer(toy_cfg(num_epochs=1, callbacks=callbacks)).run()
     except TrainingInterrupted as stopped:
-        error = stopped
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-    return lines, error
+        return lines, stopped
+    return lines, None
 
 
 def test_an_evaluation_cut_short_by_a_stop_signal_logs_no_partial_accuracy():
