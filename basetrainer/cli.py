@@ -20,7 +20,7 @@ import argparse
 import sys
 
 from . import __version__
-from .errors import BaseTrainerError, one_line
+from .errors import BaseTrainerError, exit_with
 
 # basetrainer.export.FORMATS, spelt out so that `basetrainer --help` does not import torch
 EXPORT_FORMATS = ("onnx", "torchscript", "exported-program")
@@ -63,8 +63,7 @@ def predict(args):
         rows = predict_images(args.checkpoint, args.data, args.out, topk=args.topk, batch_size=args.batch_size,
                               gpu_id=args.gpu_id)
     except BaseTrainerError as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        sys.exit(error.exit_code)
+        exit_with(error)
     print(f"wrote {rows} predictions to {args.out}")
 
 
@@ -83,8 +82,7 @@ def export(args):
         print(f"exporting {loaded.weights}")
         result = export_model(loaded.model, loaded.example_input(args.batch), args.out, format=kind)
     except BaseTrainerError as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        sys.exit(error.exit_code)
+        exit_with(error)
     print(f"wrote {result.path}")
     print(result)
     if not result.passed:

@@ -2,8 +2,9 @@
 
 Each one carries a single line that names the problem and the fix. Entry points
 (``launch``, the example, the ``basetrainer`` command) print that line and exit non-zero
-instead of showing a traceback.
+instead of showing a traceback (:func:`exit_with`).
 """
+import sys
 
 
 class BaseTrainerError(Exception):
@@ -59,3 +60,9 @@ def one_line(error: BaseException) -> str:
     original = [line[len(prefix):] for line in lines if line.startswith(prefix)]
     rank = lines[0].split(":", 1)[0] + ": " if lines[0].startswith("rank ") else ""
     return rank + original[-1] if original else " ".join(line.strip() for line in lines)
+
+
+def exit_with(error: BaseTrainerError):
+    """Ends an entry point on ``error``: its one line on stderr (``error: ...``) and its exit code."""
+    print(f"error: {one_line(error)}", file=sys.stderr)
+    sys.exit(error.exit_code)

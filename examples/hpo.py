@@ -17,14 +17,13 @@ import argparse
 import os
 import sys
 
-from basetrainer.errors import BaseTrainerError, NonFiniteLossError, one_line
+from basetrainer.errors import BaseTrainerError, NonFiniteLossError, exit_with
 from basetrainer.hpo.classification import run_trial, trial_config
 
 try:
     from basetrainer.hpo.optuna import OptunaPruning, optuna
 except BaseTrainerError as missing:  # optuna is not installed: one line naming the pip command
-    print(f"error: {one_line(missing)}", file=sys.stderr)
-    sys.exit(missing.exit_code)
+    exit_with(missing)
 
 DEFAULTS = ["num_epochs=3"]  # before the user's settings, which win
 
@@ -87,8 +86,7 @@ def main(argv=None):
     try:
         study = search(args, task_argv)
     except BaseTrainerError as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        sys.exit(error.exit_code)
+        exit_with(error)
     sys.exit(report(study))
 
 

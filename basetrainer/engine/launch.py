@@ -62,8 +62,7 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
     except BaseTrainerError as e:
         if not _at_top_level_of(caller, "__main__", "__mp_main__"):
             raise
-        print(f"error: {one_line(e)}", file=sys.stderr)
-        sys.exit(e.exit_code)
+        errors.exit_with(e)
 
 
 def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_url, distributed, args, timeout,
@@ -249,8 +248,7 @@ def _check_main_guard(caller):
     """Spawned workers import the main script again: a ``launch`` call at its top level that is
     not under ``if __name__ == "__main__":`` would run once more in every worker."""
     if _at_top_level_of(caller, "__mp_main__"):  # this is such a worker, importing the script
-        print(f"error: {_UNGUARDED}", file=sys.stderr)
-        sys.exit(LaunchError.exit_code)
+        errors.exit_with(LaunchError(_UNGUARDED))
     if _at_top_level_of(caller, "__main__") and not _under_main_guard(caller):
         raise LaunchError(_UNGUARDED)
 

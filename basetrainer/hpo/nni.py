@@ -25,7 +25,7 @@ Needs ``pip install "basetrainer[nni]"``.
 import os
 import sys
 
-from ..errors import BaseTrainerError, one_line
+from ..errors import BaseTrainerError, exit_with
 from ..utils.log import set_logger
 from . import import_extra
 from .classification import run_trial, trial_config
@@ -57,8 +57,7 @@ def main(argv=None):
         cfg = trial_config(argv, params, os.path.join(nni.get_experiment_id(), f"trial_{nni.get_sequence_id()}"))
         run_trial(cfg, callbacks=[NNIReporter("Acc")])
     except BaseTrainerError as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        sys.exit(error.exit_code)
+        exit_with(error)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ torchvision backbone (fine-tuned from ``finetune``, pruned with ``use_prune``), 
 optimizer and schedule by name, and the callbacks that record and save.
 """
 import os
-import sys
 
 import torch
 from torchvision import transforms
@@ -37,7 +36,7 @@ from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefol
 from ..engine import checkpoint
 from ..engine.launch import launch
 from ..engine.trainer import EngineTrainer
-from ..errors import BaseTrainerError, one_line
+from ..errors import BaseTrainerError, exit_with
 from ..loggers import build_loggers
 from ..metric.accuracy_recorder import AccuracyRecorder
 from ..models.build_models import get_models
@@ -224,5 +223,4 @@ def main(argv=None, prog=None):
         set_logger(level="info")
         train(cfg)
     except BaseTrainerError as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        sys.exit(error.exit_code)
+        exit_with(error)
