@@ -34,7 +34,7 @@ import time
 
 import torch
 
-from basetrainer.engine.checkpoint import load_checkpoint
+from basetrainer.checkpoint import load_checkpoint
 from basetrainer.errors import CheckpointError
 
 TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests", "workers", "tiny.py")

@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 from torch.utils.data import TensorDataset
 
-from basetrainer.engine.launch import launch
+from basetrainer.distributed.launch import launch
 from basetrainer.engine.trainer import EngineTrainer
 
 BATCH = 32

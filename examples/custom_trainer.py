@@ -17,7 +17,7 @@ from torch.utils.data import TensorDataset
 from basetrainer.callbacks import LogHistory, LossesRecorder, ModelCheckpoint
 from basetrainer.config import parser_config
 from basetrainer.criterion.criterion import get_criterion
-from basetrainer.engine.launch import launch
+from basetrainer.distributed.launch import launch
 from basetrainer.engine.trainer import EngineTrainer
 from basetrainer.optimizer.build_optimizer import get_optimizer
 from basetrainer.scheduler.build_scheduler import get_scheduler

@@ -42,7 +42,7 @@ def test_the_engine_imports_nothing_from_the_layers_above_it(path):
 
 
 def test_the_import_rule_sees_relative_and_absolute_imports():
-    module = PACKAGE / "engine" / "checkpoint.py"  # from ..errors import ..., from ..utils.file_utils import ...
+    module = PACKAGE / "checkpoint" / "files.py"  # from ..errors import ..., from ..utils.file_utils import ...
     assert {"errors", "utils"} <= set(imported_packages(module))
 
 

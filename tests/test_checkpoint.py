@@ -8,9 +8,9 @@ import torch.nn as nn
 
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
-from basetrainer.engine.checkpoint import load_checkpoint, load_weights, save_checkpoint
+from basetrainer.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from basetrainer.errors import CheckpointError
-from basetrainer.utils.torch_tools import load_state_dict
+from basetrainer.checkpoint import read_model_weights as load_state_dict
 from conftest import load_result, same_weights
 from toy import ToyTrainer, toy_cfg
 
@@ -223,7 +223,7 @@ def test_load_state_dict_reads_every_layout_we_meet(tmp_path, layout):
 
 
 def test_model_checkpoint_is_called_per_batch_only_when_saving_at_intervals(tmp_path):
-    from basetrainer.callbacks.callbacks import CallbackList
+    from basetrainer.engine.events import CallbackList
 
     per_epoch = CallbackList([ModelCheckpoint(model_dir=str(tmp_path / "a"))])
     every_5 = CallbackList([ModelCheckpoint(model_dir=str(tmp_path / "b"), every_n_iters=5)])

@@ -181,7 +181,7 @@ def test_train_and_test_classes_must_agree(tmp_path):
 def test_evaluation_loaders_keep_their_workers_and_training_loaders_start_them_each_epoch():
     from torch.utils.data import TensorDataset
 
-    from basetrainer.engine.data import build_dataloader
+    from basetrainer.data import build_dataloader
 
     data = TensorDataset(torch.arange(32.0))
     assert build_dataloader(data, 8, num_workers=2, phase="test", shuffle=False).persistent_workers

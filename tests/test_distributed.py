@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from basetrainer.engine import launch as launch_module
-from basetrainer.engine import process_group
-from basetrainer.engine.data import EvalSampler, TrainSampler, build_dataloader
+from basetrainer.distributed import launch as launch_module
+from basetrainer.distributed import process_group
+from basetrainer.data import EvalSampler, TrainSampler, build_dataloader
 from basetrainer.errors import LaunchError
 from conftest import free_port, load_result, run_python, same_weights, TINY
 from toy import ToyTrainer, blobs, toy_cfg
@@ -52,7 +52,7 @@ def test_set_epoch_changes_the_order_every_epoch_and_only_then():
 def test_the_trainer_calls_set_epoch_by_itself():
     first_batches = []
 
-    from basetrainer.callbacks.callbacks import Callback
+    from basetrainer.engine.events import Callback
 
     class FirstBatch(Callback):
         def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
@@ -157,7 +157,7 @@ def test_two_machines_on_loopback_train_like_one_machine_with_as_many_processes(
 
 SUMS_WORKER = """
 import json, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
-from basetrainer.engine import comm
+from basetrainer.distributed import comm
 from basetrainer.metric.meters import mean_over_ranks
 
 def work(rank, port, out):
@@ -190,7 +190,7 @@ def test_more_gpus_than_present_is_a_clear_error(monkeypatch):
 
 
 def test_gpu_ids_on_a_machine_without_cuda_train_on_the_cpu_with_one_warning(caplog):
-    from basetrainer.engine import comm
+    from basetrainer.distributed import comm
 
     with caplog.at_level("WARNING", logger="basetrainer"):
         devices = [comm.get_device([1]), comm.get_device([1]), comm.get_device([0])]

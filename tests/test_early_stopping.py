@@ -3,7 +3,7 @@ import logging
 
 import pytest
 
-from basetrainer.callbacks.callbacks import HIGH, LOW, LOWEST, NORMAL, Callback
+from basetrainer.engine.events import HIGH, LOW, LOWEST, NORMAL, Callback
 from basetrainer.callbacks.early_stopping import EarlyStopping
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from workers.metrics_worker import ClassifierTrainer, cfg

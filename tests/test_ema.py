@@ -3,11 +3,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-from basetrainer.callbacks.callbacks import NORMAL, Callback
+from basetrainer.engine.events import NORMAL, Callback
 from basetrainer.callbacks.ema import EMA
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
-from basetrainer.engine.checkpoint import model_state_dict
+from basetrainer.checkpoint import model_state_dict
 from basetrainer.engine.state import RunState
 from workers.metrics_worker import ClassifierTrainer, blobs, cfg, make_model
 

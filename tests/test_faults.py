@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from basetrainer.engine.checkpoint import load_checkpoint
+from basetrainer.checkpoint import load_checkpoint
 from conftest import TINY, load_result, run_python, same_weights
 
 pytestmark = pytest.mark.slow

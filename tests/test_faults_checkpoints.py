@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
-from basetrainer.engine import checkpoint
-from basetrainer.engine.checkpoint import load_checkpoint, save_checkpoint
+from basetrainer.checkpoint import files as checkpoint_files
+from basetrainer.checkpoint import load_checkpoint, save_checkpoint
 from basetrainer.errors import CheckpointError
 from toy import ToyTrainer, toy_cfg
 
@@ -86,7 +86,7 @@ def test_a_full_disk_names_the_path_and_the_bytes_needed_and_keeps_the_previous_
         stream.write(b"PK\x03\x04 part of a checkpoint")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(checkpoint.torch, "save", full)
+    monkeypatch.setattr(checkpoint_files.torch, "save", full)
     with pytest.raises(CheckpointError) as error:
         save_checkpoint({"model": {"w": torch.zeros(250_000)}}, str(path), keep_previous=True)
     message = str(error.value)

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 TEARDOWN_SCRIPT = textwrap.dedent('''
     import atexit, os, sys, time
-    from basetrainer.engine.launch import launch
+    from basetrainer.distributed.launch import launch
 
     def main(out):
         rank = os.environ["RANK"]

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from basetrainer.engine import watchdog
+from basetrainer.distributed import watchdog
 from basetrainer.errors import WatchdogTimeout
 
 

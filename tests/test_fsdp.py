@@ -16,12 +16,12 @@ import torch.nn as nn
 from torch.distributed.tensor import DTensor
 
 from basetrainer.cli import main as cli_main
-from basetrainer.engine import safe_dcp, sharded_checkpoint
-from basetrainer.engine.data import TrainSampler
-from basetrainer.engine.safe_dcp import read_metadata
+from basetrainer.checkpoint import safe_dcp, sharded as sharded_checkpoint
+from basetrainer.data import TrainSampler
+from basetrainer.checkpoint.safe_dcp import read_metadata
 from basetrainer.engine.options import LoopOptions
-from basetrainer.engine.strategies import FSDPStrategy, Strategy
-from basetrainer.engine.strategies.fsdp import choose_shard_classes
+from basetrainer.parallel import FSDPStrategy, Strategy
+from basetrainer.parallel.fsdp import choose_shard_classes
 from basetrainer.errors import CheckpointError, ConfigError
 from basetrainer.scheduler import get_scheduler
 from conftest import TESTS, run_python, same_weights

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from basetrainer.callbacks.callbacks import Callback
+from basetrainer.engine.events import Callback
 from conftest import TINY, load_result, run_python
 from toy import ToyTrainer, toy_cfg
 

@@ -8,7 +8,7 @@ LOADER_SCRIPT = textwrap.dedent('''
     import multiprocessing, os, sys
     import torch
     from torch.utils.data import DataLoader, TensorDataset
-    from basetrainer.engine.launch import launch
+    from basetrainer.distributed.launch import launch
 
     with open(sys.argv[1], "a") as f:  # the script's top level: counted each time it runs
         f.write(f"{os.getpid()}\\n")
@@ -40,7 +40,7 @@ def test_workers_start_their_loaders_as_the_launching_process_would(tmp_path):
 def run_launching_script(tmp_path, call, main_body="    print('trained')\n", timeout=120):
     """Runs a script whose main() is ``main_body`` (by default it prints 'trained'), ending with the lines ``call``."""
     script = tmp_path / "launching.py"
-    script.write_text("from basetrainer.engine.launch import launch\n\n"
+    script.write_text("from basetrainer.distributed.launch import launch\n\n"
                       "def main():\n" + main_body + "\n" + call)
     return run_python([script], timeout=timeout)
 

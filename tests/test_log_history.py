@@ -13,11 +13,11 @@ import shutil
 import pytest
 import torch
 
-from basetrainer.callbacks.callbacks import LOWEST, Callback
+from basetrainer.engine.events import LOWEST, Callback
 from basetrainer.callbacks.log_history import LogHistory
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
-from basetrainer.engine.batch import total_loss
+from basetrainer.utils.batch import total_loss
 from basetrainer.loggers.tensorboard import TensorBoardLogger
 from basetrainer.metric.accuracy_recorder import AccuracyRecorder
 from basetrainer.utils import plots, throughput

@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-from basetrainer.callbacks.callbacks import HIGHEST, Callback, CallbackList
+from basetrainer.engine.events import HIGHEST, Callback, CallbackList
 from basetrainer.errors import ConfigError
 from basetrainer.scheduler import get_scheduler
 from basetrainer.scheduler.build_scheduler import get_scheduler as get_scheduler_old_path

@@ -6,7 +6,7 @@ import torch
 
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
-from basetrainer.engine.data import StreamSampler, build_dataloader
+from basetrainer.data import StreamSampler, build_dataloader
 from basetrainer.engine.events import Callback
 from basetrainer.errors import ConfigError
 from conftest import run_python, same_weights

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from basetrainer.callbacks.callbacks import Callback
-from basetrainer.engine.batch import move_to_device
+from basetrainer.engine.events import Callback
+from basetrainer.utils.batch import move_to_device
 from basetrainer.errors import ConfigError, NonFiniteLossError
 from toy import Crash, EventLog, ToyTrainer, toy_cfg
 

@@ -3,7 +3,7 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from basetrainer.callbacks.callbacks import LOWEST, Callback
+from basetrainer.engine.events import LOWEST, Callback
 from basetrainer.engine.trainer import EngineTrainer
 
 

@@ -4,7 +4,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from ..engine.events import HIGHEST, Callback
-from ..engine.strategies import unwrap_model
+from ..parallel import unwrap_model
 from ..utils.log import get_logger
 
 logger = get_logger()

@@ -3,9 +3,9 @@ import datetime
 import os
 import time
 
-from ..engine import comm
+from ..distributed import comm
 from ..engine.events import LOW, LOWEST, Callback
-from ..engine.strategies import unwrap_model
+from ..parallel import unwrap_model
 from ..loggers import build_loggers
 from ..loggers.base import flatten, flatten_params, numbers
 from ..loggers.curves import write_training_curves

@@ -1,7 +1,7 @@
 """The mean loss of each epoch, for training and evaluation."""
 import math
 
-from ..engine.batch import batch_size
+from ..utils.batch import batch_size
 from ..engine.events import HIGH, Callback, batch_loss, phase_reduction
 from ..metric.meters import MeanMeter, mean_over_ranks
 

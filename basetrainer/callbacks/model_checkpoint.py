@@ -4,9 +4,11 @@ import time
 
 import torch
 
-from ..engine import checkpoint, comm
+from ..checkpoint import files as checkpoint_files
+from ..checkpoint.weights import model_state_dict
+from ..distributed import comm
 from ..engine.events import LOWEST, Callback
-from ..engine.strategies import unwrap_model
+from ..parallel import unwrap_model
 from ..utils.file_utils import TEMPORARY_SUFFIX
 from ..utils.log import get_logger
 from .monitor import improves, lookup
@@ -129,7 +131,7 @@ class ModelCheckpoint(Callback):
         if self.trainer is not None:
             self.trainer.save_checkpoint(self.last_path)
         else:
-            self._write({"model": checkpoint.model_state_dict(self.model),
+            self._write({"model": model_state_dict(self.model),
                          "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None},
                         self.last_path)
         self._last_save_time = time.monotonic()
@@ -166,7 +168,7 @@ class ModelCheckpoint(Callback):
     def _weights(self) -> dict:
         if self.trainer is not None:
             return self.trainer.export_weights()
-        return checkpoint.model_state_dict(self.model)
+        return model_state_dict(self.model)
 
     def _architecture(self) -> dict:
         spec = getattr(unwrap_model(self.model), "pruning_spec", None)
@@ -174,7 +176,7 @@ class ModelCheckpoint(Callback):
 
     def _write(self, obj, path):
         if comm.is_main_process():
-            checkpoint.save_checkpoint(obj, path)
+            checkpoint_files.save_checkpoint(obj, path)
         comm.synchronize()
 
     def _interval_save_due(self, step) -> bool:

@@ -1,7 +1,7 @@
 """The mean of each named loss of a dict of losses, per epoch, for training and evaluation."""
 import math
 
-from ..engine.batch import batch_size
+from ..utils.batch import batch_size
 from ..engine.events import HIGH, Callback, phase_reduction
 from ..metric.meters import MeanMeter
 

@@ -1,4 +1,4 @@
-"""The other names of the earlier library's ``basetrainer.utils.setup_config``, over this package.
+"""The earlier library's ``basetrainer.utils.setup_config``: its names, over this package.
 
 ``parser_config`` and ``save_config`` are this package's own; the rest are below. Unlike
 the old ones they print nothing (but ``print_dict``) and return ``Config`` where the old
@@ -9,7 +9,11 @@ import os
 from basetrainer.utils.file_utils import copy_file_to_dir, create_dir, get_time, write_text_atomic
 
 from . import yaml_files
+from .checking import check_config
+from .command_line import parser_config
 from .mapping import Config, deep_merge, to_plain
+from .overrides import add_override_arguments, apply_overrides
+from .yaml_files import save_config
 
 # EasyDict and Dict2Obj gave attribute access to a dict, as Config does.
 dict2easy = Dict2Obj = Config
@@ -67,3 +71,8 @@ def parser_config_name(config, key="", join="_"):
         "setup_config.parser_config_name was removed; build the name with "
         "'_'.join(str(name) for name in cfg[key] if name)"
     )
+
+
+__all__ = ["Config", "Dict2Obj", "add_override_arguments", "apply_overrides", "check_config", "create_workspace",
+           "dict2easy", "easy2dict", "load_config", "parser_config", "parser_config_file", "parser_config_name",
+           "parser_work_space", "print_dict", "save_config", "update_dict"]

@@ -11,7 +11,8 @@ so no sample of that epoch is seen twice or left out. What changed is said in th
 import dataclasses
 
 from ..utils.log import get_logger
-from . import comm, data
+from ..data import loaders as data
+from ..distributed import comm
 
 logger = get_logger()
 

@@ -1,8 +1,10 @@
 """Evaluation over every test set, and prediction in dataset order, gathered over ranks."""
 import torch
 
-from . import checkpoint, comm, data
-from .batch import total_loss
+from ..checkpoint.rng import get_rng_state
+from ..data import loaders as data
+from ..distributed import comm
+from ..utils.batch import total_loss
 
 
 class EvaluationStopped(Exception):
@@ -35,7 +37,7 @@ def evaluate(trainer, logs: dict) -> None:
     """
     events, state = trainer.events, trainer.state
     sets = test_sets(trainer.test_loader) or [(None, None)]  # the events fire even without a test loader
-    found = (checkpoint.get_rng_state(), logs["test"])  # what an abandoned evaluation goes back to
+    found = (get_rng_state(), logs["test"])  # what an abandoned evaluation goes back to
     results = {}
     with trainer.watchdog.phase("evaluation"):
         for name, loader in sets:

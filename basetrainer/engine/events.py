@@ -5,8 +5,8 @@ The engine owns this protocol; callbacks, recorders and loggers sit above it and
 import weakref
 
 from ..utils.log import get_logger
-from . import comm
-from .batch import total_loss
+from ..distributed import comm
+from ..utils.batch import total_loss
 
 # Callbacks run in ascending priority; equal priorities keep the order of build_callbacks.
 HIGHEST = 0  # LR schedules and EMA: they act before anyone reads the step's results

@@ -2,8 +2,9 @@
 import torch
 
 from ..errors import DataError
-from . import data, evaluation
-from .strategies import select_strategy, strategy_of
+from ..data import loaders as data
+from . import evaluation
+from ..parallel import select_strategy, strategy_of
 
 
 class TrainerHooks:
@@ -82,7 +83,7 @@ class TrainerHooks:
 
     def build_dataloader(self, dataset, batch_size, num_workers=0, shuffle=True, phase="train",
                          distributed=True, **kwargs):
-        """A DataLoader sharded by global rank (see :func:`basetrainer.engine.data.build_dataloader`)."""
+        """A DataLoader sharded by global rank (see :func:`basetrainer.data.loaders.build_dataloader`)."""
         kwargs.setdefault("seed", self.seed)
         return data.build_dataloader(dataset, batch_size, num_workers, shuffle=shuffle, phase=phase,
                                      distributed=distributed, **kwargs)

@@ -4,7 +4,7 @@ import math
 import torch
 
 from ..errors import NonFiniteLossError
-from .batch import stack_scalars
+from ..utils.batch import stack_scalars
 
 
 class LossTally:

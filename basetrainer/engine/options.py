@@ -27,9 +27,9 @@ class LoopOptions:
 
     Under several processes ``strategy`` is ``ddp`` (whole model per rank) or ``fsdp``
     (parameters, gradients and optimizer state sharded; ``fsdp_*`` tune it, see
-    :mod:`.strategies.fsdp`); ``activation_checkpointing`` names module classes that
+    :mod:`basetrainer.parallel.fsdp`); ``activation_checkpointing`` names module classes that
     recompute their activations in backward (any strategy); ``async_checkpoint`` writes
-    checkpoints in the background (sharded directories, see :mod:`.sharded_checkpoint`).
+    checkpoints in the background (sharded directories, see :mod:`basetrainer.checkpoint.sharded`).
 
     ``profile_steps`` is ``(wait, warmup, active)``: training batches skipped, traced and
     thrown away, then traced with ``torch.profiler`` into ``<work_dir>/log/profile`` (without
@@ -38,7 +38,7 @@ class LoopOptions:
 
     Faults: ``slurm_requeue`` requeues a SLURM job stopped by SIGUSR1 (:mod:`.preemption`);
     ``watchdog_timeout`` (seconds; 0: off) and ``watchdog_factor`` bound how long a step may
-    take before the rank ends itself (:mod:`.watchdog`); ``deterministic`` (True, or "warn":
+    take before the rank ends itself (:mod:`basetrainer.distributed.watchdog`); ``deterministic`` (True, or "warn":
     warn where an operation has no deterministic version instead of raising) asks torch for
     deterministic algorithms (:mod:`.determinism`).
     """

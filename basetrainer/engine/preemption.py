@@ -1,7 +1,7 @@
 """Pre-emption: a stop signal (SIGTERM, SIGUSR1) in any phase makes every rank save the training state and stop.
 
 The phases and how long a stop waits in each (the signal itself only sets a flag, see
-:mod:`.signals`):
+:mod:`basetrainer.distributed.signals`):
 
 - start-up (building the loaders and the model, loading a checkpoint): until start-up
   ends; nothing is saved, as nothing has been trained since the checkpoint on disk;
@@ -28,7 +28,10 @@ import torch
 
 from ..errors import TrainingInterrupted
 from ..utils.log import get_logger
-from . import checkpoint, comm, data, resume, signals
+from ..checkpoint.rng import set_rng_state
+from ..data import loaders as data
+from ..distributed import comm, signals
+from . import resume
 
 logger = get_logger()
 
@@ -92,7 +95,7 @@ class Preemption:
         state = trainer.state
         state.loss_tally.fold()
         if rng is not None:
-            checkpoint.set_rng_state(rng)
+            set_rng_state(rng)
         state.evaluation_pending = evaluation_pending
         if not trainer.checkpoint_path:
             where = "no ModelCheckpoint callback, nothing saved"

@@ -3,7 +3,7 @@ import time
 
 from tqdm.auto import tqdm
 
-from . import comm
+from ..distributed import comm
 from .events import LOW, Callback
 
 

@@ -11,8 +11,11 @@ from ..config import to_plain
 from ..errors import CheckpointError
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
-from . import checkpoint, comm, elastic, sharded_checkpoint
-from .strategies import unwrap_model
+from ..checkpoint import files, sharded as sharded_checkpoint, weights
+from ..checkpoint.rng import get_rng_state, set_rng_state
+from ..distributed import comm
+from . import elastic
+from ..parallel import unwrap_model
 
 logger = get_logger()
 
@@ -40,7 +43,7 @@ def training_state(trainer, with_weights: bool = True) -> dict:
         "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
         "callbacks": {key: cb.state_dict() for key, cb in keyed_callbacks(trainer.callbacks)
                       if hasattr(cb, "state_dict")},
-        "rng": comm.all_gather(checkpoint.get_rng_state()),
+        "rng": comm.all_gather(get_rng_state()),
         "loss_tally": state.loss_tally.state_dict(),
         "config": to_plain(trainer.cfg),
     }
@@ -64,7 +67,7 @@ def save_training_state(trainer, path) -> str:
                                                  training_state(trainer, with_weights=False))
     saved = trainer.state_dict()
     if trainer.is_main_process:
-        checkpoint.save_checkpoint(saved, path, keep_previous=True)
+        files.save_checkpoint(saved, path, keep_previous=True)
     comm.synchronize()
     return path
 
@@ -87,8 +90,8 @@ def load_training_state(trainer, saved: dict, name: str = "the checkpoint", with
             raise CheckpointError(f"{name} is not a full training checkpoint (no '{key}'); "
                                   f"use finetune to load weights only")
     if with_weights:
-        model_state = {checkpoint.strip_prefixes(k): v for k, v in saved["model"].items()}
-        checkpoint.check_shapes(trainer.model, model_state, name)
+        model_state = {weights.strip_prefixes(k): v for k, v in saved["model"].items()}
+        weights.check_shapes(trainer.model, model_state, name)
         trainer.strategy.load_model_state_dict(trainer.model, model_state)
         trainer.optimizer.load_state_dict(saved["optimizer"])
     if trainer.scaler is not None and saved.get("scaler"):
@@ -160,7 +163,7 @@ def _load_first_good(trainer):
         path, saved = _first_loadable(candidates, auto=str(resume).lower() == "auto")
     path = comm.broadcast_object(path)
     if path is not None and saved is None and not sharded_checkpoint.is_sharded_checkpoint(path):
-        saved = checkpoint.load_checkpoint(path)
+        saved = files.load_checkpoint(path)
     return path, saved
 
 
@@ -172,7 +175,7 @@ def _first_loadable(candidates, auto: bool):
         if sharded_checkpoint.is_sharded_checkpoint(path):
             return path, None
         try:
-            saved = checkpoint.load_checkpoint(path)
+            saved = files.load_checkpoint(path)
         except CheckpointError as error:
             if not auto:
                 raise
@@ -199,7 +202,7 @@ def restore_rng(trainer) -> None:
     """Puts back the random streams of the resumed run (once; the loop calls it after positioning the loader)."""
     rng = (trainer.pending_restore or {}).pop("rng", None)
     if rng is not None:
-        checkpoint.set_rng_state(rng)
+        set_rng_state(rng)
 
 
 def warn_changed_settings(saved, now, name) -> None:
@@ -231,7 +234,7 @@ def find_checkpoints(resume, known_paths=(), work_dir=None) -> list:
         lasts.update(path for path in found if os.path.basename(path) == "last.pth")
         lasts.update(os.path.join(os.path.dirname(path), "last.pth") for path in found
                      if os.path.basename(path) == "last.prev.pth")
-    runs = [[path for path in (last, checkpoint.previous_path(last)) if os.path.isfile(path)] for last in lasts]
+    runs = [[path for path in (last, files.previous_path(last)) if os.path.isfile(path)] for last in lasts]
     runs = [run for run in runs if run]
     runs += [[path] for path in sharded_checkpoint.find_sharded_checkpoints(known_paths, work_dir)]
     if not runs:

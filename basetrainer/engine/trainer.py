@@ -18,11 +18,14 @@ import contextlib
 
 import torch
 
+from ..checkpoint import sharded as sharded_checkpoint
+from ..data import loaders as data
+from ..distributed import comm, watchdog
+from ..utils.batch import batch_size, move_to_device, total_loss
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
-from . import comm, data, evaluation, resume, sharded_checkpoint
+from . import evaluation, resume
 from .determinism import make_deterministic
-from .batch import batch_size, move_to_device, total_loss
 from .events import CallbackList
 from .hooks import TrainerHooks
 from .legacy import LegacyTrainerAttributes
@@ -32,7 +35,6 @@ from .preemption import Preemption
 from .profiling import Profiler, profile_dir
 from .progress import ProgressBar
 from .state import RunState
-from .watchdog import Watchdog
 
 logger = get_logger()
 
@@ -71,7 +73,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         self.sharded_checkpointer = sharded_checkpoint.ShardedCheckpointer(asynchronous=self.options.async_checkpoint)
         self._export_weights = None
         self.preemption = Preemption(self, self.world_size, options.stop_check_every, options.slurm_requeue)
-        self.watchdog = Watchdog(options.watchdog_timeout, options.watchdog_factor, self.rank, self.world_size)
+        self.watchdog = watchdog.Watchdog(options.watchdog_timeout, options.watchdog_factor, self.rank, self.world_size)
         self._moves_batches = self.device.type != "cpu" or self.options.channels_last
 
     # ------------------------------------------------------------------ the loop

@@ -14,7 +14,7 @@ consolidated file also from a sharded (FSDP) checkpoint directory.
 ONNX needs ``pip install "basetrainer[onnx]"`` (onnx, onnxruntime, onnxscript, onnxslim).
 
 Importing this package loads nothing: the names below are resolved on first use, so that
-``basetrainer.engine.onnx_engine`` can use :mod:`.onnx_tools` without the model zoo.
+``basetrainer.export.onnx_engine`` can use :mod:`.onnx_tools` without the model zoo.
 """
 _LAZY = {
     "FORMATS": "basetrainer.export.exporter",

@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
-from ..engine.strategies import unwrap_model
+from ..parallel import unwrap_model
 from ..errors import ConfigError
 from ..utils.log import get_logger
 from . import onnx_tools

@@ -4,15 +4,16 @@ A sharded checkpoint (``model/last/``, written by every rank of an FSDP or async
 each parameter in pieces; :func:`write_weights` joins them into a plain ``state_dict`` that
 ``torch.load(..., weights_only=True)`` reads and the model without any wrapper loads.
 """
-from ..engine.checkpoint import extract_model_state, load_checkpoint, save_checkpoint
-from ..engine.sharded_checkpoint import consolidated_weights, is_sharded_checkpoint
+from ..checkpoint.files import save_checkpoint
+from ..checkpoint.sharded import consolidated_weights, is_sharded_checkpoint
+from ..checkpoint.weights import read_model_weights
 
 
 def read_weights(checkpoint: str) -> dict:
     """The training weights in ``checkpoint``: a sharded directory, ``last.pth`` or a weights file."""
     if is_sharded_checkpoint(checkpoint):
         return consolidated_weights(checkpoint)
-    return extract_model_state(load_checkpoint(checkpoint))
+    return read_model_weights(checkpoint)
 
 
 def write_weights(checkpoint: str, out: str) -> dict:

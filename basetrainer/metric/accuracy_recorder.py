@@ -3,7 +3,7 @@ import os
 
 import torch
 
-from ..engine import comm
+from ..distributed import comm
 from ..engine.events import HIGH, Callback, phase_reduction
 from ..utils.log import RESULT, get_logger
 from . import classification_report

@@ -1,8 +1,8 @@
 """Running sums kept on the device, synchronised with the host and across ranks only when read."""
 import torch
 
-from ..engine import comm
-from ..engine.batch import stack_scalars
+from ..distributed import comm
+from ..utils.batch import stack_scalars
 
 
 class MeanMeter:

@@ -128,7 +128,7 @@ def _download(url: str, path: str) -> None:
 
 
 def _load_pretrained(model: nn.Module, path: str, name: str) -> None:
-    from ..engine.checkpoint import load_weights
+    from ..checkpoint.weights import load_weights
 
     report = load_weights(model, path)
     # Old torchvision files predate BatchNorm's num_batches_tracked; it starts at 0 either way.

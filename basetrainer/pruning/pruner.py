@@ -6,7 +6,7 @@ import os
 import torch
 from torch import nn
 
-from ..engine import comm
+from ..distributed import comm
 from ..errors import BaseTrainerError, ConfigError
 from .architecture import apply_architecture_spec, architecture_spec
 from .report import example_input_shape, format_report, profile_model, pruning_report

@@ -33,8 +33,9 @@ from ..callbacks.log_history import EndLoggers
 from ..config import save_config
 from ..criterion.criterion import get_criterion
 from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefolder
-from ..engine import checkpoint
-from ..engine.launch import launch
+from ..checkpoint import files as checkpoint_files
+from ..checkpoint.weights import load_weights
+from ..distributed.launch import launch
 from ..engine.trainer import EngineTrainer
 from ..errors import BaseTrainerError, exit_with
 from ..loggers import build_loggers
@@ -112,11 +113,11 @@ class ClassificationTrainer(EngineTrainer):
 
     def load_finetune(self, model, path, cfg):
         """Loads the weights of ``path`` into ``model``; layers whose shape differs (the head) keep fresh weights."""
-        state = checkpoint.load_checkpoint(path)
+        state = checkpoint_files.load_checkpoint(path)
         spec = state.get("architecture") if isinstance(state, dict) else None
         if spec:  # a pruned model: narrow the fresh one to its widths first
             apply_architecture_spec(model, _with_own_head(spec, model, cfg.num_classes))
-        report = checkpoint.load_weights(model, state, strict=cfg.strict, name=path)
+        report = load_weights(model, state, strict=cfg.strict, name=path)
         kept = f"; fresh weights for {', '.join(report['skipped'])}" if report["skipped"] else ""
         self.logger.info("finetune: loaded %s%s", path, kept)
 

@@ -1,4 +1,5 @@
-"""Pictures of a run: training curves and confusion matrices, as PNG files.
+"""Pictures of a run: training curves and confusion matrices, as PNG files; and the earlier library's
+``plot_multi_line``, which shows curves in a pyplot window.
 
 matplotlib is optional (``pip install basetrainer[plots]``) and imported only when a
 picture is drawn. Figures are drawn with ``matplotlib.figure.Figure``, not pyplot, so the
@@ -7,6 +8,7 @@ picture asked for logs one line and every picture is skipped.
 """
 import math
 import os
+
 from .file_utils import atomic_write
 from .log import get_logger
 
@@ -141,3 +143,24 @@ def _spans_decades(ax, decades=2) -> bool:
     values = [v for line in ax.lines for v in line.get_ydata() if v == v and v > 0]
     return bool(values) and all(v > 0 for line in ax.lines for v in line.get_ydata() if v == v) \
         and max(values) / min(values) > 10 ** decades
+
+
+def plot_multi_line(x_data_list, y_data_list, line_names=None, title="", xlabel="", ylabel=""):
+    """One line per pair of ``x_data_list``/``y_data_list`` in a new pyplot figure, then ``pyplot.show()``
+    (a window, or nothing under a non-interactive backend such as ``MPLBACKEND=Agg``); returns the figure."""
+    try:
+        from matplotlib import pyplot
+    except ImportError:
+        raise ImportError('plot_multi_line needs matplotlib: pip install "basetrainer[plots]"') from None
+    figure = pyplot.figure(figsize=(10, 10))
+    names = line_names or [None] * len(x_data_list)
+    for x, y, name in zip(x_data_list, y_data_list, names):
+        pyplot.plot(list(x), list(y), lw=2, label=name)
+    pyplot.xlabel(xlabel)
+    pyplot.ylabel(ylabel)
+    pyplot.title(title)
+    if line_names:
+        pyplot.legend(loc="lower right")
+    pyplot.grid(True)
+    pyplot.show()
+    return figure

@@ -26,9 +26,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from basetrainer.callbacks.ema import EMA  # noqa: E402
 from basetrainer.callbacks.losses_recorder import LossesRecorder  # noqa: E402
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint  # noqa: E402
-from basetrainer.engine import comm, sharded_checkpoint  # noqa: E402
+from basetrainer.checkpoint import sharded as sharded_checkpoint  # noqa: E402
+from basetrainer.distributed import comm  # noqa: E402
 from basetrainer.engine.events import LOWEST, Callback  # noqa: E402
-from basetrainer.engine.launch import launch  # noqa: E402
+from basetrainer.distributed.launch import launch  # noqa: E402
 from basetrainer.engine.trainer import EngineTrainer  # noqa: E402
 from basetrainer.scheduler import get_scheduler  # noqa: E402
 from workers.tiny import Cfg, NoisyBlobs  # noqa: E402

@@ -23,6 +23,6 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    from basetrainer.engine.launch import launch
+    from basetrainer.distributed.launch import launch
 
     launch(main, 2, args=(sys.argv[1],))

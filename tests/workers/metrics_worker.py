@@ -70,7 +70,7 @@ def cfg(**overrides):
 def main(out_dir):
     from basetrainer.callbacks.log_history import LogHistory
     from basetrainer.callbacks.losses_recorder import LossesRecorder
-    from basetrainer.engine.checkpoint import model_state_dict
+    from basetrainer.checkpoint import model_state_dict
     from basetrainer.metric.accuracy_recorder import AccuracyRecorder
     from basetrainer.utils.log import set_logger
 
@@ -86,6 +86,6 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    from basetrainer.engine.launch import launch
+    from basetrainer.distributed.launch import launch
 
     launch(main, 2, args=(sys.argv[1],))

@@ -13,10 +13,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from basetrainer.callbacks.losses_recorder import LossesRecorder  # noqa: E402
-from basetrainer.engine import comm  # noqa: E402
-from basetrainer.engine.batch import batch_size  # noqa: E402
+from basetrainer.distributed import comm  # noqa: E402
+from basetrainer.utils.batch import batch_size  # noqa: E402
 from basetrainer.engine.events import Callback  # noqa: E402
-from basetrainer.engine.launch import launch  # noqa: E402
+from basetrainer.distributed.launch import launch  # noqa: E402
 from toy import ToyTrainer, blobs, toy_cfg  # noqa: E402
 
 

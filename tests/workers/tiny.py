@@ -31,12 +31,12 @@ import torch
 import torch.nn as nn
 from torch.utils.data import Dataset
 
-from basetrainer.callbacks.callbacks import Callback
+from basetrainer.engine.events import Callback
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
-from basetrainer.engine import checkpoint as ckpt
-from basetrainer.engine.checkpoint import model_state_dict
-from basetrainer.engine.launch import launch
+from basetrainer.checkpoint import files as ckpt
+from basetrainer.checkpoint import model_state_dict
+from basetrainer.distributed.launch import launch
 from basetrainer.engine.trainer import EngineTrainer
 from basetrainer.scheduler.build_scheduler import get_scheduler
 
@@ -234,7 +234,7 @@ def _watch_saves_and_loads(phases):
 
 def _fail_next_save():
     """Makes torch.save write part of the file, then fail, as a full disk would."""
-    import basetrainer.engine.checkpoint as ckpt
+    from basetrainer.checkpoint import files as ckpt
 
     real_save = ckpt.torch.save
 

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ...utils.log import get_logger
+from ..utils.log import get_logger
 from .base import Strategy
 
 logger = get_logger()

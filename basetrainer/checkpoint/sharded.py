@@ -37,10 +37,11 @@ from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_o
 
 from ..errors import CheckpointError
 from ..utils.log import get_logger
-from . import comm, safe_dcp
-from .checkpoint import _unsafe_detail
+from ..distributed import comm
+from . import safe_dcp
+from .files import unsafe_detail
 from .safe_dcp import METADATA_FILE, read_metadata
-from .strategies.fsdp import reshard
+from ..parallel.fsdp import reshard
 
 logger = get_logger()
 
@@ -211,7 +212,7 @@ def _decode(tensor: torch.Tensor, directory) -> dict:
         return torch.load(io.BytesIO(tensor.numpy().tobytes()), weights_only=True)
     except pickle.UnpicklingError as e:
         raise CheckpointError(f"refusing to load {directory}: its training state needs arbitrary code to unpickle "
-                              f"({_unsafe_detail(e)})") from None
+                              f"({unsafe_detail(e)})") from None
 
 
 def _buffer(metadata, key: str, directory) -> torch.Tensor:

@@ -13,7 +13,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
-from .. import comm
+from ..distributed import comm
 from .base import Strategy, unwrap_model
 from .data_parallel import DataParallelStrategy
 from .ddp import DDPStrategy

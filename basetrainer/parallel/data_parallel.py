@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from ...errors import LaunchError
+from ..errors import LaunchError
 from .base import Strategy
 
 

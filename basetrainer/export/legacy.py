@@ -1,11 +1,11 @@
-"""Old import path: ``convert2onnx`` writes an ONNX file through :func:`basetrainer.export.export_model`."""
+"""The earlier library's ``convert2onnx`` (``basetrainer.utils.converter.pytorch2onnx``), over :func:`basetrainer.export.export_model`."""
 import os
 
 import torch
 
-from ...export import onnx_tools
-from ...export.exporter import export_model
-from ...utils.log import get_logger
+from ..utils.log import get_logger
+from . import onnx_tools
+from .exporter import export_model
 
 logger = get_logger()
 
@@ -27,7 +27,7 @@ def convert2onnx(model, input_shape, input_names=("input",), output_names=("outp
     batch, channels, height, width = input_shape
     model = model.to(device)
     if use_prune:
-        from ...pruning import model_pruning
+        from ..pruning import model_pruning
 
         model = model_pruning(model, input_size=[1, channels, height, width], sparsity=sparsity,
                               output_prune=os.path.join(os.path.dirname(onnx_file), "prune"))

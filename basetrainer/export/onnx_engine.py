@@ -8,7 +8,7 @@
 The file comes from ``basetrainer export`` or :func:`basetrainer.export.export_model`.
 """
 from ..errors import ConfigError
-from ..export import onnx_tools
+from . import onnx_tools
 
 
 class ONNXEngine:
@@ -49,15 +49,3 @@ def simplify_onnx(onnx_file: str, onnx_model=None, dynamic=False) -> str:
     return onnx_tools.simplify(onnx_model if onnx_model is not None else onnx_file,
                                onnx_file.replace(".onnx", "_sim.onnx"))
 
-
-_REMOVED = {
-    "onnx_fp16": "fp16 conversion is not supported; use onnxconverter_common.float16.convert_float_to_float16",
-    "fix_onnx_fp16": "fp16 conversion is not supported; use onnxconverter_common.float16.convert_float_to_float16",
-    "print_tensor": "print the output arrays with numpy",
-}
-
-
-def __getattr__(name):
-    if name in _REMOVED:
-        raise ImportError(f"{__name__}.{name} was removed: {_REMOVED[name]}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ What differs from DDP, and how it is handled here:
   so all ranks hold the same (or, with ``sync_bn`` on CUDA, SyncBatchNorm);
 - every forward all-gathers: a rank with one evaluation batch fewer runs one more forward
   (:meth:`evaluation_padding`) so that no rank waits for a collective that never comes;
-- checkpoints are sharded directories (:mod:`basetrainer.engine.sharded_checkpoint`).
+- checkpoints are sharded directories (:mod:`basetrainer.checkpoint.sharded`).
 """
 import contextlib
 from collections import defaultdict
@@ -29,9 +29,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from ...errors import ConfigError
-from ...utils.log import get_logger
-from .. import comm
+from ..errors import ConfigError
+from ..utils.log import get_logger
+from ..distributed import comm
 from .activation_checkpointing import check_class_names
 from .base import Strategy
 

@@ -16,7 +16,7 @@ class Strategy:
     """
 
     name = "single"
-    sharded_checkpoint = False  # True: checkpoints are directories of per-rank shards (engine.sharded_checkpoint)
+    sharded_checkpoint = False  # True: checkpoints are directories of per-rank shards (basetrainer.checkpoint.sharded)
 
     def __init__(self, device: torch.device, channels_last: bool = False, activation_checkpointing=()):
         self.device = device

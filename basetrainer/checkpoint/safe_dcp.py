@@ -22,7 +22,7 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.planner import ReadItem
 
 from ..errors import CheckpointError
-from .checkpoint import _unsafe_detail
+from .files import unsafe_detail
 
 METADATA_FILE = ".metadata"
 
@@ -107,7 +107,7 @@ class SafeLoadPlanner(DefaultLoadPlanner):
             loaded = torch.load(value, weights_only=True)
         except pickle.UnpicklingError as e:
             raise CheckpointError(f"refusing to load {read_item.dest_index.fqn} from the checkpoint: it needs "
-                                  f"arbitrary code to unpickle ({_unsafe_detail(e)})") from None
+                                  f"arbitrary code to unpickle ({unsafe_detail(e)})") from None
         if self.flatten_state_dict:
             set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], loaded)
         else:

@@ -12,8 +12,8 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (Checkpo
                                                                          apply_activation_checkpointing,
                                                                          checkpoint_wrapper)
 
-from ...errors import ConfigError
-from ...utils.log import get_logger
+from ..errors import ConfigError
+from ..utils.log import get_logger
 
 logger = get_logger()
 

@@ -1,0 +1,151 @@
+"""Data loaders sharded by global rank, and what the loop asks of a loader: its length, its samples, a resumed epoch."""
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, SequentialSampler
+
+from ..distributed import comm
+from ..errors import DataError
+from ..utils.log import get_logger
+from .samplers import EvalSampler, StreamSampler, TrainSampler, find_sampler
+
+logger = get_logger()
+
+
+def build_dataloader(
+    dataset: Dataset,
+    batch_size: int,
+    num_workers: int = 0,
+    shuffle: bool = True,
+    phase: str = "train",
+    distributed: bool = True,
+    seed: int = 0,
+    pin_memory=None,
+    drop_last=None,
+    persistent_workers=None,
+    stream: bool = False,
+    **kwargs,
+) -> DataLoader:
+    """A DataLoader for ``phase`` ("train", or "test"/"val"), sharded by global rank when several processes run.
+
+    Training loaders use :class:`TrainSampler` (shuffled by ``seed`` and epoch, resumable),
+    or with ``stream`` a :class:`StreamSampler` (endless, for ``max_iters``); evaluation
+    loaders use :class:`EvalSampler` under several processes, so metrics count every
+    sample once. ``drop_last`` defaults to True for training, ``pin_memory`` to
+    whether CUDA is present, ``persistent_workers`` (with ``num_workers``) to True for
+    evaluation and False for training. Other keyword arguments go to ``DataLoader``.
+    """
+    if len(dataset) == 0:
+        raise DataError(f"the {phase} dataset is empty: check that its folder holds samples")
+    train = phase == "train"
+    drop_last = train if drop_last is None else drop_last
+    pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
+    world_size = comm.get_world_size() if distributed else 1
+    generator = None
+    if train:
+        kind = StreamSampler if stream else TrainSampler
+        sampler = kind(dataset, num_replicas=world_size, rank=comm.get_rank() if distributed else 0, shuffle=shuffle,
+                       seed=seed)
+        generator = sampler.worker_generator
+    elif world_size > 1:
+        sampler = EvalSampler(dataset, num_replicas=world_size)
+    else:
+        sampler = None
+    per_rank = len(dataset) if sampler is None else getattr(sampler, "per_rank", None) or len(sampler)
+    if drop_last and per_rank < batch_size:
+        raise DataError(
+            f"the {phase} loader yields no batch: {per_rank} samples per process < batch_size {batch_size}, "
+            f"and drop_last drops the short batch; lower batch_size (or build the loader with drop_last=False)"
+        )
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=False if sampler is not None else (shuffle and train),
+        sampler=sampler,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        drop_last=drop_last,
+        generator=generator,
+        # Evaluation loaders keep their workers from one evaluation to the next; training loaders start
+        # theirs each epoch, from seeds of (seed, epoch, rank), so that a resumed run draws the same
+        # augmentation as an uninterrupted one (persistent workers would carry their streams on).
+        persistent_workers=(not train if persistent_workers is None else persistent_workers) and num_workers > 0,
+        **kwargs,
+    )
+
+
+def is_sharded(loader) -> bool:
+    """Whether each rank sees a different part of the data (so metrics must be summed over ranks)."""
+    if loader is None or comm.get_world_size() == 1:
+        return False
+    sampler = find_sampler(loader)
+    return isinstance(sampler, (DistributedSampler, EvalSampler)) and getattr(sampler, "num_replicas", 1) > 1
+
+
+def set_epoch(loader, epoch: int) -> None:
+    sampler = find_sampler(loader)
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+
+
+def iterate_from(loader, epoch: int, start_batch: int):
+    """An iterator over ``loader`` for ``epoch`` that starts at batch ``start_batch``.
+
+    With a :class:`TrainSampler` or :class:`StreamSampler` the skipped batches are never
+    loaded; with any other loader they are loaded and dropped (slower, and the order must
+    not depend on the global RNG for the resume to be exact).
+    """
+    set_epoch(loader, epoch)
+    if start_batch == 0:
+        return iter(loader)
+    sampler = find_sampler(loader)
+    batch_size = getattr(loader, "batch_size", None)
+    if isinstance(sampler, (TrainSampler, StreamSampler)) and batch_size:
+        sampler.skip(start_batch * batch_size)
+        return iter(loader)
+    logger.warning("resuming mid-epoch by loading and dropping %d batches: build the loader with "
+                   "build_dataloader to skip them without loading", start_batch)
+    iterator = iter(loader)
+    for _ in range(start_batch):
+        next(iterator)
+    return iterator
+
+
+def num_samples(loader) -> int:
+    """Samples in the loader's dataset (all ranks together), or 0 when it has no length."""
+    dataset = getattr(loader, "dataset", None)
+    try:
+        return len(dataset)
+    except TypeError:
+        return 0
+
+
+def num_batches(loader) -> int:
+    """The loader's length, or 0 when it has none (an endless stream, an iterable dataset)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return 0
+
+
+def set_batch_size(loader, batch_size: int) -> None:
+    """Changes the per-process batch of a loader built with a sampler, in place (an elastic resume
+    keeps the global batch on another number of processes)."""
+    loader.batch_sampler.batch_size = batch_size
+    object.__setattr__(loader, "batch_size", batch_size)  # DataLoader refuses the attribute after __init__
+
+
+def has_length(loader) -> bool:
+    try:
+        len(loader)
+    except TypeError:
+        return False
+    return True
+
+
+def sample_order(loader):
+    """The dataset indices ``loader`` yields, in order, when its sampler fixes them in advance
+    (evaluation, sequential and distributed samplers); None otherwise (a random sampler, an
+    iterable dataset)."""
+    sampler = find_sampler(loader)
+    if isinstance(sampler, (EvalSampler, SequentialSampler, DistributedSampler)):
+        return list(sampler)
+    return None
