@@ -1,32 +1,50 @@
+"""Fixtures every folder shares, and the rule of the two tiers.
+
+``python -m pytest -m "not slow"`` is the fast tier: it starts no process and trains nothing
+end to end. A test is marked ``slow`` automatically when it lives in ``tests/e2e/`` or uses a
+fixture that runs a job (``SLOW_FIXTURES``); any other test that starts a process fails with
+a line saying to mark it (see :func:`no_processes_in_the_fast_tier`).
+"""
 import logging
-import os
-import socket
+import multiprocessing
 import subprocess
-import sys
 
 import pytest
 import torch
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
-TINY = os.path.join(TESTS, "workers", "tiny.py")
+from support.processes import TINY, run_python
+
+# Fixtures that run jobs: a test that uses one is slow.
+SLOW_FIXTURES = {"tiny", "uninterrupted", "one_process_run", "two_process_run", "pruned_run", "trained",
+                 "fsdp_runs", "elastic_runs", "steps_runs", "logger_runs", "worker_run"}
+SLOW_FOLDERS = {"e2e"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        folder = item.path.parent.name
+        if folder in SLOW_FOLDERS or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
-def run_python(args, timeout=240, env=None, cwd=None):
-    """Runs ``python args...`` with one thread per process; returns the CompletedProcess."""
-    full_env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {}))
-    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env=full_env, cwd=cwd or TESTS)
+@pytest.fixture(autouse=True)
+def no_processes_in_the_fast_tier(request, monkeypatch):
+    """A test that is not marked slow may not start a process (a subprocess, a multiprocessing or
+    torch.multiprocessing worker): it fails naming the rule instead, so the fast tier stays fast."""
+    if request.node.get_closest_marker("slow"):
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} starts a process: mark it @pytest.mark.slow "
+                             f"(the fast tier starts none)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
 
 
 @pytest.fixture
 def tiny():
-    """Runs tests/workers/tiny.py with the given flags; fails the test if it fails, unless check=False."""
+    """Runs tests/support/workers/tiny.py with the given flags; fails the test if it fails, unless check=False."""
 
     def run(*flags, check=True, timeout=240, env=None):
         result = run_python([TINY, *map(str, flags)], timeout=timeout, env=env)
@@ -51,22 +69,14 @@ def restore_basetrainer_logger():
 
 @pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory):
-    """Reference runs of tests/workers/tiny.py that never fail, in 1 and 2 processes, checkpointing every 2 steps:
-    ``<root>/p1.pt`` and ``<root>/p2.pt``."""
+    """Reference runs of tests/support/workers/tiny.py that never fail, in 1 and 2 processes, checkpointing
+    every 2 steps: ``<root>/p1.pt`` and ``<root>/p2.pt``."""
     root = tmp_path_factory.mktemp("uninterrupted")
     for procs in (1, 2):
         result = run_python([TINY, "--procs", procs, "--work-dir", root / f"p{procs}", "--out", root / f"p{procs}.pt",
                              "--every-n-iters", 2])
         assert result.returncode == 0, result.stderr[-3000:]
     return root
-
-
-def load_result(path):
-    return torch.load(path, weights_only=False)
-
-
-def same_weights(a, b):
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 # The machines that run the suite have 2 cores shared by everything: one thread per test process.

@@ -1,17 +1,7 @@
 """What the installed distribution declares: the core dependencies and the extras."""
-from importlib.metadata import requires
-
 import pytest
 
-
-def requirements():
-    return requires("basetrainer") or []
-
-
-def names(extra=None):
-    marker = f'extra == "{extra}"' if extra else None
-    picked = [r for r in requirements() if (marker in r if marker else "extra ==" not in r)]
-    return {r.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower() for r in picked}
+from support.packaging import names
 
 
 def test_the_pictures_need_no_extra():

@@ -7,7 +7,7 @@ import torch
 
 from basetrainer.callbacks.callbacks import Callback
 from basetrainer.scheduler.build_scheduler import get_scheduler
-from toy import ToyTrainer, toy_cfg
+from support.toy import ToyTrainer, toy_cfg
 
 
 class OldStyleCallback(Callback):

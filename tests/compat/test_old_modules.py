@@ -102,6 +102,7 @@ def test_an_unknown_name_is_still_an_attribute_error():
     assert not hasattr(torch_data, "no_such_name")
 
 
+@pytest.mark.slow
 def test_old_engine_modules_import_nothing_above_the_engine():
     modules = ["basetrainer.engine.engine", "basetrainer.engine.base", "basetrainer.engine.onnx_engine"]
     code = (f"import sys\nfor m in {modules!r}: __import__(m)\n"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from basetrainer.data import write_digits_imagefolder
-from conftest import free_port, run_python
+from support.processes import free_port, run_python
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "old_style_script.py")
 
