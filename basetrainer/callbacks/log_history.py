@@ -5,10 +5,10 @@ import time
 
 from ..distributed import comm
 from ..engine.events import LOW, LOWEST, Callback
-from ..parallel import unwrap_model
 from ..loggers import build_loggers
 from ..loggers.base import flatten, flatten_params, numbers
 from ..loggers.curves import write_training_curves
+from ..parallel import unwrap_model
 from ..utils import throughput
 from ..utils.log import RESULT, get_logger
 from ..utils.plots import as_float

@@ -1,9 +1,10 @@
 """The mean loss of each epoch, for training and evaluation."""
 import math
 
-from ..utils.batch import batch_size
-from ..engine.events import HIGH, Callback, batch_loss, phase_reduction
+from ..engine.events import HIGH, Callback
 from ..metric.meters import MeanMeter, mean_over_ranks
+from ..utils.batch import batch_size
+from .recording import batch_loss, phase_reduction
 
 
 class LossesRecorder(Callback):

@@ -1,9 +1,10 @@
 """The mean of each named loss of a dict of losses, per epoch, for training and evaluation."""
 import math
 
-from ..utils.batch import batch_size
-from ..engine.events import HIGH, Callback, phase_reduction
+from ..engine.events import HIGH, Callback
 from ..metric.meters import MeanMeter
+from ..utils.batch import batch_size
+from .recording import phase_reduction
 
 
 class MultiLossesRecorder(Callback):

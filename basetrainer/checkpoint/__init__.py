@@ -7,8 +7,14 @@ Below the training engine: the manager is handed the stateful parts of a run, it
 """
 from .files import checksum_path, load_checkpoint, previous_path, save_checkpoint, verify_checksum
 from .rng import get_rng_state, set_rng_state
-from .weights import (check_shapes, extract_model_state, load_weights, model_state_dict, read_model_weights,
-                      strip_prefixes)
+from .weights import (
+                      check_shapes,
+                      extract_model_state,
+                      load_weights,
+                      model_state_dict,
+                      read_model_weights,
+                      strip_prefixes,
+)
 
 __all__ = ["check_shapes", "checksum_path", "extract_model_state", "get_rng_state", "load_checkpoint",
            "load_weights", "model_state_dict", "previous_path", "read_model_weights", "save_checkpoint",

@@ -32,16 +32,20 @@ from concurrent.futures import Future
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
-                                                     set_model_state_dict, set_optimizer_state_dict)
+from torch.distributed.checkpoint.state_dict import (
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
-from ..errors import CheckpointError
-from ..utils.log import get_logger
 from ..distributed import comm
+from ..errors import CheckpointError
+from ..parallel.fsdp import reshard
+from ..utils.log import get_logger
 from . import safe_dcp
 from .files import unsafe_detail
 from .safe_dcp import METADATA_FILE, read_metadata
-from ..parallel.fsdp import reshard
 
 logger = get_logger()
 

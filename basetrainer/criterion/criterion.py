@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
-from .losses import FocalLoss, OneHotBCEWithLogitsLoss, WeightedLosses
 from ..utils.log import get_logger
+from .losses import FocalLoss, OneHotBCEWithLogitsLoss, WeightedLosses
 
 logger = get_logger()
 

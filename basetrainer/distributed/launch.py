@@ -37,8 +37,14 @@ from .. import errors
 from ..errors import BaseTrainerError, LaunchError, one_line
 from ..utils.log import get_logger
 from . import comm, signals, watchdog
-from .process_group import (destroy_process_group, init_process_group, resolve_dist_url, run_in_existing_group,
-                            started_by_slurm, started_by_torchrun)
+from .process_group import (
+    destroy_process_group,
+    init_process_group,
+    resolve_dist_url,
+    run_in_existing_group,
+    started_by_slurm,
+    started_by_torchrun,
+)
 
 logger = get_logger()
 

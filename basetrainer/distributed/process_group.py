@@ -10,6 +10,7 @@ import torch.distributed as dist
 from ..errors import LaunchError
 from . import comm
 
+
 def started_by_torchrun() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")) and not dist.is_initialized()
 

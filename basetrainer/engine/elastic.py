@@ -10,9 +10,9 @@ so no sample of that epoch is seen twice or left out. What changed is said in th
 """
 import dataclasses
 
-from ..utils.log import get_logger
 from ..data import loaders as data
 from ..distributed import comm
+from ..utils.log import get_logger
 
 logger = get_logger()
 

@@ -5,6 +5,7 @@ from ..checkpoint.rng import get_rng_state
 from ..data import loaders as data
 from ..distributed import comm
 from ..utils.batch import total_loss
+from .events import Event
 
 
 class EvaluationStopped(Exception):
@@ -43,21 +44,21 @@ def evaluate(trainer, logs: dict) -> None:
         for name, loader in sets:
             state.eval_set = name
             logs["test"] = {}
-            events.fire("on_test_begin", logs)
+            events.fire(Event.TEST_BEGIN, logs)
             if loader is not None and not _test_batches(trainer, loader, logs):
                 state.evaluation_abandoned = True
                 try:
-                    events.fire("on_test_end", {**logs, "test": {}})
+                    events.fire(Event.TEST_END, {**logs, "test": {}})
                 finally:
                     state.evaluation_abandoned = False
                 state.eval_set, logs["test"] = None, found[1]
                 raise EvaluationStopped(found[0])
-            events.fire("on_test_end", logs)
+            events.fire(Event.TEST_END, logs)
             results[name] = logs["test"]
     state.eval_set = None
     logs["test"] = results if len(sets) > 1 else results[sets[0][0]]
     state.last_eval_step = state.global_step
-    events.fire("on_evaluation_end", logs)
+    events.fire(Event.EVALUATION_END, logs)
 
 
 def during_training(trainer, logs: dict, when: str) -> None:
@@ -84,7 +85,7 @@ def _test_batches(trainer, loader, logs) -> bool:
             with trainer.autocast():
                 outputs, losses = trainer.run_step(inputs)
             state.loss = total_loss(losses)
-            events.fire("on_test_summary", inputs, outputs, losses, state.epoch, batch, logs)
+            events.fire(Event.TEST_SUMMARY, inputs, outputs, losses, state.epoch, batch, logs)
             trainer.watchdog.beat()
             if stop_after(batch):
                 trainer.model.train(was_training)

@@ -2,11 +2,12 @@
 
 The engine owns this protocol; callbacks, recorders and loggers sit above it and import it.
 """
+import difflib
 import weakref
+from enum import Enum
 
 from ..utils.log import get_logger
-from ..distributed import comm
-from ..utils.batch import total_loss
+from .legacy import LegacyCallbackAttributes
 
 # Callbacks run in ascending priority; equal priorities keep the order of build_callbacks.
 HIGHEST = 0  # LR schedules and EMA: they act before anyone reads the step's results
@@ -16,23 +17,36 @@ LATE = 70  # decisions on the finished ``logs`` (early stopping), before they ar
 LOW = 80  # loggers: they read the finished ``logs``
 LOWEST = 100  # checkpoints: they save every other callback's updated state
 
-EVENTS = (
-    "on_train_begin",
-    "on_epoch_begin",
-    "on_batch_begin",
-    "on_train_summary",
-    "on_batch_end",
-    "on_test_begin",
-    "on_test_summary",
-    "on_test_end",
-    "on_evaluation_end",
-    "on_epoch_end",
-    "on_train_end",
-    "on_exception",
-)
 
 
-class Callback:
+class Event(str, Enum):
+    """The events a callback may handle, in the order a run fires them (see :class:`Callback`).
+
+    Each value is the name of the callback method that handles it; the members compare equal
+    to those strings, and a name that is no event is an error where it is used.
+    """
+
+    TRAIN_BEGIN = "on_train_begin"
+    EPOCH_BEGIN = "on_epoch_begin"
+    BATCH_BEGIN = "on_batch_begin"
+    TRAIN_SUMMARY = "on_train_summary"
+    BATCH_END = "on_batch_end"
+    TEST_BEGIN = "on_test_begin"
+    TEST_SUMMARY = "on_test_summary"
+    TEST_END = "on_test_end"
+    EVALUATION_END = "on_evaluation_end"
+    EPOCH_END = "on_epoch_end"
+    TRAIN_END = "on_train_end"
+    EXCEPTION = "on_exception"
+
+    def __str__(self):
+        return self.value
+
+
+EVENTS = tuple(event.value for event in Event)
+
+
+class Callback(LegacyCallbackAttributes):
     """Observes (and may steer) a training run. Override only the events you need.
 
     ``EngineTrainer.run`` fires the events in this order::
@@ -87,7 +101,8 @@ class Callback:
     in its average for evaluation and puts the training weights back). Anything else it
     asks the trainer for, through these requests only:
 
-    - ``trainer.request_stop()``: training ends after this epoch;
+    - ``trainer.request_stop()``: training ends after the current batch (that epoch's
+      evaluation and ``on_epoch_end`` still run);
     - ``trainer.save_checkpoint(path)``: writes the full training state (every rank
       calls it; the main process writes);
     - ``trainer.set_checkpoint_path(path)``: where a stop signal saves, and where
@@ -98,15 +113,21 @@ class Callback:
     Callbacks run on every rank, so a callback may use collectives (all ranks reach the
     same events in the same order); only the main process should write files or print.
     Within one event callbacks run by ascending ``priority``, and in list order for equal
-    priorities. ``state_dict``/``load_state_dict`` let a stateful callback travel in the
-    checkpoint and continue exactly after a resume.
+    priorities; ``priorities`` gives one event a priority of its own (a logger that writes at
+    ``LOW`` but closes after the checkpoints: ``{Event.TRAIN_END: LOWEST + 10}``).
+    ``state_dict``/``load_state_dict`` let a stateful callback travel in the checkpoint and
+    continue exactly after a resume, under ``state_key`` (by default its class's qualified
+    name; the trainer numbers the second of a kind).
 
     Callbacks written for the earlier library keep working: every event takes ``logs``
     as optional, and ``trainer``, ``model`` and ``is_main_process`` are plain assignable
-    attributes (a value a callback assigns wins; unassigned, they come from the trainer).
+    attributes (a value a callback assigns wins; unassigned, they come from the trainer;
+    see :class:`~basetrainer.engine.legacy.LegacyCallbackAttributes`).
     """
 
     priority = NORMAL
+    priorities = {}  # event -> priority, for the events that differ from ``priority``; never mutated
+    state_key = None  # the name its state is saved under in a checkpoint (None: the qualified class name)
 
     def attach(self, trainer) -> None:
         """Called by the trainer before the run: the callback reaches it as ``self.trainer``.
@@ -116,8 +137,6 @@ class Callback:
         """
         if self.__dict__.get("_trainer") is None or isinstance(self.__dict__["_trainer"], weakref.ref):
             self.__dict__["_trainer"] = weakref.ref(trainer) if trainer is not None else None
-
-    set_trainer = attach  # the name of earlier versions
 
     @property
     def trainer(self):
@@ -133,30 +152,6 @@ class Callback:
         """The run's :class:`~basetrainer.engine.state.RunState` (None before the callback is attached)."""
         trainer = self.trainer
         return trainer.state if trainer is not None else None
-
-    @property
-    def model(self):
-        model = self.__dict__.get("_model")
-        if model is None and self.trainer is not None:
-            return self.trainer.model
-        return model
-
-    @model.setter
-    def model(self, model):
-        self.__dict__["_model"] = model
-
-    def set_model(self, model) -> None:
-        """Kept for scripts written against the earlier library."""
-        self.model = model
-
-    @property
-    def is_main_process(self) -> bool:
-        assigned = self.__dict__.get("_is_main_process")
-        return comm.is_main_process() if assigned is None else assigned
-
-    @is_main_process.setter
-    def is_main_process(self, value):
-        self.__dict__["_is_main_process"] = value
 
     def handles(self, event: str) -> bool:
         """Whether this callback does something at ``event``: by default, whether its class
@@ -217,26 +212,34 @@ class CallbackList:
 
     def __init__(self, callbacks, trainer=None):
         self.callbacks = sorted(callbacks, key=lambda cb: getattr(cb, "priority", NORMAL))
-        if trainer is not None:
-            for cb in self.callbacks:
-                attach = getattr(cb, "attach", None) or getattr(cb, "set_trainer", None)
-                if attach is not None:
-                    attach(trainer)
-        self._handlers = {event: [getattr(cb, event) for cb in self.callbacks if _handles(cb, event)]
-                          for event in EVENTS}
+        for cb in self.callbacks:
+            _warn_of_misnamed_events(cb)
+            attach = getattr(cb, "attach", None) or getattr(cb, "set_trainer", None)
+            if trainer is not None and attach is not None:
+                attach(trainer)
+        self._handlers = {event.value: [getattr(cb, event.value) for cb in sorted(self.callbacks,
+                                                                                  key=lambda cb: _priority(cb, event))
+                                        if _handles(cb, event.value)]
+                          for event in Event}
 
-    def fire(self, event: str, *args) -> None:
-        """Calls every handler of ``event`` with ``args``."""
-        for handler in self._handlers[event]:
+    def fire(self, event, *args) -> None:
+        """Calls every handler of ``event`` (an :class:`Event`, or its name) with ``args``."""
+        for handler in self._handlers_of(event):
             handler(*args)
 
-    def handlers(self, event: str) -> list:
+    def handlers(self, event) -> list:
         """The bound methods that handle ``event``, in the order they are called."""
-        return list(self._handlers[event])
+        return list(self._handlers_of(event))
+
+    def _handlers_of(self, event):
+        try:
+            return self._handlers[event]
+        except KeyError:
+            raise ValueError(f"{event!r} is no event; the events are {', '.join(EVENTS)}") from None
 
     def fire_exception(self, error: BaseException, logs: dict) -> None:
         """``on_exception`` for every callback that handles it; their own errors are logged, not raised."""
-        for handler in self._handlers["on_exception"]:
+        for handler in self._handlers[Event.EXCEPTION.value]:
             try:
                 handler(error, logs)
             except Exception:  # the error that stopped training is the one to report
@@ -244,25 +247,19 @@ class CallbackList:
                                        type(getattr(handler, "__self__", handler)).__name__, type(error).__name__)
 
 
-def batch_loss(callback: Callback, losses):
-    """The batch's total loss, detached: the run state's copy when the callback is attached
-    (one detach per batch for all callbacks), else computed from ``losses``."""
-    state = callback.state
-    if state is not None and state.loss is not None:
-        return state.loss
-    return total_loss(losses).detach()
+def _warn_of_misnamed_events(callback) -> None:
+    """A method named like an event that is none (``on_epoch_ends``) would never be called: say so."""
+    for name in dir(type(callback)):
+        if name.startswith("on_") and name not in EVENTS and callable(getattr(type(callback), name)):
+            close = difflib.get_close_matches(name, EVENTS, n=1)
+            get_logger().warning("%s.%s is no event, so the loop never calls it%s", type(callback).__name__, name,
+                                 f"; did you mean {close[0]}?" if close else f" (the events: {', '.join(EVENTS)})")
 
 
-def phase_reduction(callback: Callback, phase: str):
-    """How a recorder publishes ``phase`` ("train"/"test"): None when the trainer has no loader
-    for it (nothing to publish), else whether its values must be summed over ranks. Every rank
-    gets the same answer, so all take part in the same reductions. Without a trainer: False."""
-    trainer = callback.trainer
-    if trainer is None:
-        return False
-    if trainer.loader(phase) is None:
-        return None
-    return trainer.is_sharded(phase)
+def _priority(callback, event: Event) -> int:
+    """The priority ``callback`` runs at for ``event``: its ``priorities`` entry, else its ``priority``."""
+    priorities = getattr(callback, "priorities", None) or {}
+    return priorities.get(event, getattr(callback, "priority", NORMAL))
 
 
 def _handles(callback, event: str) -> bool:

@@ -1,10 +1,10 @@
 """What a user's trainer fills in: the six ``build_*`` hooks, and ``build``, which calls them in order."""
 import torch
 
-from ..errors import DataError
 from ..data import loaders as data
-from . import evaluation
+from ..errors import DataError
 from ..parallel import select_strategy, strategy_of
+from . import evaluation
 
 
 class TrainerHooks:

@@ -1,4 +1,5 @@
-"""The trainer attributes of earlier versions, as thin aliases of the run state and the options."""
+"""The trainer's and the callbacks' attributes of earlier versions, as thin aliases of today's."""
+from ..distributed import comm
 
 
 def _alias(owner: str, field: str, doc: str) -> property:
@@ -31,3 +32,36 @@ class LegacyTrainerAttributes:
     def check_losses_finite(self) -> None:
         """Folds the pending losses into the epoch's sums, raising on a NaN/inf one (``state.loss_tally.fold()``)."""
         self.state.loss_tally.fold()
+
+
+class LegacyCallbackAttributes:
+    """What callbacks written for the earlier library assign and call: ``model`` and
+    ``is_main_process`` are plain assignable attributes (a value a callback assigns wins;
+    unassigned, they come from the trainer and the process), ``set_model`` and ``set_trainer``
+    the old setters. New callbacks read ``self.trainer.model`` and ``self.state``."""
+
+    @property
+    def model(self):
+        model = self.__dict__.get("_model")
+        if model is None and self.trainer is not None:
+            return self.trainer.model
+        return model
+
+    @model.setter
+    def model(self, model):
+        self.__dict__["_model"] = model
+
+    def set_model(self, model) -> None:
+        self.model = model
+
+    def set_trainer(self, trainer) -> None:
+        self.attach(trainer)
+
+    @property
+    def is_main_process(self) -> bool:
+        assigned = self.__dict__.get("_is_main_process")
+        return comm.is_main_process() if assigned is None else assigned
+
+    @is_main_process.setter
+    def is_main_process(self, value):
+        self.__dict__["_is_main_process"] = value

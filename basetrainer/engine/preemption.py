@@ -26,11 +26,11 @@ import weakref
 
 import torch
 
-from ..errors import TrainingInterrupted
-from ..utils.log import get_logger
 from ..checkpoint.rng import set_rng_state
 from ..data import loaders as data
 from ..distributed import comm, signals
+from ..errors import TrainingInterrupted
+from ..utils.log import get_logger
 from . import resume
 
 logger = get_logger()

@@ -7,8 +7,8 @@ import os
 
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
-from ..utils.log import RESULT, get_logger
 from ..distributed import comm
+from ..utils.log import RESULT, get_logger
 from .events import LOWEST, Callback
 
 

@@ -7,15 +7,16 @@ import glob
 import os
 
 from .. import __version__
+from ..checkpoint import files, weights
+from ..checkpoint import sharded as sharded_checkpoint
+from ..checkpoint.rng import get_rng_state, set_rng_state
 from ..config import to_plain
+from ..distributed import comm
 from ..errors import CheckpointError
+from ..parallel import unwrap_model
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
-from ..checkpoint import files, sharded as sharded_checkpoint, weights
-from ..checkpoint.rng import get_rng_state, set_rng_state
-from ..distributed import comm
 from . import elastic
-from ..parallel import unwrap_model
 
 logger = get_logger()
 

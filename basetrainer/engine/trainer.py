@@ -26,7 +26,7 @@ from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
 from . import evaluation, resume
 from .determinism import make_deterministic
-from .events import CallbackList
+from .events import CallbackList, Event
 from .hooks import TrainerHooks
 from .legacy import LegacyTrainerAttributes
 from .loss_tally import LossTally
@@ -90,10 +90,10 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
             state.lr = logs["lr"] = self.optimizer.param_groups[0]["lr"]
             logs["epoch"] = state.start_epoch
             try:
-                self.events.fire("on_train_begin", logs)
+                self.events.fire(Event.TRAIN_BEGIN, logs)
                 with self.watchdog.watching():  # a stalled or orphaned rank ends itself
                     self.train_epochs(logs)
-                self.events.fire("on_train_end", logs)
+                self.events.fire(Event.TRAIN_END, logs)
             except BaseException as error:  # callbacks flush and close, then the error goes on
                 self.events.fire_exception(error, logs)
                 self.sharded_checkpointer.wait(quietly=True)  # its own failure must not hide this error
@@ -111,7 +111,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
             if not self.options.eval_every_n_iters or self._last_steps_unevaluated():
                 evaluation.during_training(self, logs, "end")  # at every epoch end, or after the last steps
             state.epoch_finished = True
-            self.events.fire("on_epoch_end", epoch, logs)
+            self.events.fire(Event.EPOCH_END, epoch, logs)
             self.preemption.check(self, epoch_end=True)
 
     def train_epoch(self, epoch, logs):
@@ -119,7 +119,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         state.epoch = logs["epoch"] = epoch
         state.epoch_finished = False
         resume.start_epoch_tally(self)  # the interrupted epoch's sums after a mid-epoch resume
-        events.fire("on_epoch_begin", epoch, logs)
+        events.fire(Event.EPOCH_BEGIN, epoch, logs)
         self.model.train()
         owed = state.evaluation_pending  # a stop abandoned an evaluation: the resumed run does it first
         batches = iter(()) if owed == "end" else data.iterate_from(self.train_loader, epoch, state.start_batch)
@@ -129,11 +129,11 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         for batch, inputs in enumerate(batches, start=state.start_batch):
             state.batch = batch
             self.watchdog.begin_batch()
-            events.fire("on_batch_begin", batch, logs)
+            events.fire(Event.BATCH_BEGIN, batch, logs)
             inputs = self.to_device(inputs)
             outputs, losses = self.train_step(inputs)
             state.lr = logs["lr"] = self.optimizer.param_groups[0]["lr"]
-            events.fire("on_train_summary", inputs, outputs, losses, epoch, batch, logs)
+            events.fire(Event.TRAIN_SUMMARY, inputs, outputs, losses, epoch, batch, logs)
             if self._end_batch(batch, logs):
                 break
         state.start_batch = 0
@@ -146,7 +146,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         state.batch = batch
         if self._evaluation_due():
             evaluation.during_training(self, logs, "batch")  # before on_batch_end, so checkpoints hold it
-        self.events.fire("on_batch_end", batch, logs)
+        self.events.fire(Event.BATCH_END, batch, logs)
         self.watchdog.beat()
         self.preemption.check(self)
         return state.stop_requested or state.finished

@@ -25,8 +25,8 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
-from ..parallel import unwrap_model
 from ..errors import ConfigError
+from ..parallel import unwrap_model
 from ..utils.log import get_logger
 from . import onnx_tools
 

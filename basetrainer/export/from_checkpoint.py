@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..config import load_config
 from ..checkpoint.files import load_checkpoint
-from ..checkpoint.weights import check_shapes, extract_model_state
 from ..checkpoint.sharded import consolidated_weights, is_sharded_checkpoint, read_loop_state
+from ..checkpoint.weights import check_shapes, extract_model_state
+from ..config import load_config
 from ..errors import CheckpointError
 from ..models.build_models import get_models
 from ..pruning.architecture import apply_architecture_spec

@@ -3,8 +3,9 @@ import os
 
 import torch
 
+from ..callbacks.recording import phase_reduction
 from ..distributed import comm
-from ..engine.events import HIGH, Callback, phase_reduction
+from ..engine.events import HIGH, Callback
 from ..utils.log import RESULT, get_logger
 from . import classification_report
 

@@ -8,9 +8,11 @@ parallel wrapper, in every strategy. The wrapper's ``_checkpoint_wrapped_module.
 reaches ``state_dict`` keys: the wrapper removes it itself.
 """
 from torch import nn
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (CheckpointImpl,
-                                                                         apply_activation_checkpointing,
-                                                                         checkpoint_wrapper)
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+)
 
 from ..errors import ConfigError
 from ..utils.log import get_logger

@@ -29,9 +29,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
+from ..distributed import comm
 from ..errors import ConfigError
 from ..utils.log import get_logger
-from ..distributed import comm
 from .activation_checkpointing import check_class_names
 from .base import Strategy
 

@@ -8,9 +8,9 @@ from torch import nn
 
 from ..distributed import comm
 from ..errors import BaseTrainerError, ConfigError
+from ..utils.log import get_logger
 from .architecture import apply_architecture_spec, architecture_spec
 from .report import example_input_shape, format_report, profile_model, pruning_report
-from ..utils.log import get_logger
 
 STRUCTURED_MODES = ("L1", "L2", "FPGM", "Slim")
 PRUNE_MODES = STRUCTURED_MODES + ("Level",)

@@ -30,11 +30,11 @@ from torchvision import transforms
 from .. import __version__
 from ..callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
 from ..callbacks.log_history import EndLoggers
+from ..checkpoint import files as checkpoint_files
+from ..checkpoint.weights import load_weights
 from ..config import save_config
 from ..criterion.criterion import get_criterion
 from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefolder
-from ..checkpoint import files as checkpoint_files
-from ..checkpoint.weights import load_weights
 from ..distributed.launch import launch
 from ..engine.trainer import EngineTrainer
 from ..errors import BaseTrainerError, exit_with
