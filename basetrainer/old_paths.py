@@ -48,7 +48,7 @@ NAMES = {
     "basetrainer.engine.onnx_engine": {"ONNXEngine": "basetrainer.export.onnx_engine:ONNXEngine",
                                        "simplify_onnx": "basetrainer.export.onnx_engine:simplify_onnx"},
     "basetrainer.utils.plot_utils": {"plot_multi_line": "basetrainer.utils.plots:plot_multi_line"},
-    "basetrainer.utils.torch_tools": {"set_env_random_seed": "basetrainer.utils.seeding:seed_everything",
+    "basetrainer.utils.torch_tools": {"set_env_random_seed": "basetrainer.utils.seeding:set_env_random_seed",
                                       "load_state_dict": "basetrainer.checkpoint.weights:read_model_weights"},
     "basetrainer.utils.torch_data": {"build_dataloader": "basetrainer.data.legacy:build_dataloader"},
     "basetrainer.utils.converter.pytorch2onnx": {"convert2onnx": "basetrainer.export.legacy:convert2onnx"},
@@ -144,7 +144,7 @@ class OldPathFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 setattr(module, name, getattr(importlib.import_module(owner), attribute))
             module.__doc__ = f"Old path of {', '.join(NAMES[old].values())}."
             module.__getattr__ = _removed_names(old)
-            _warn(old, ", ".join(where.replace(":", ".") for where in NAMES[old].values()))
+            _warn(old, ", ".join(dict.fromkeys(where.replace(":", ".") for where in NAMES[old].values())))
 
 
 def _removed_names(module_name):

@@ -1,19 +1,37 @@
-"""The layering rules of docs/ARCHITECTURE.md, checked on the source."""
+"""The layering rules of docs/ARCHITECTURE.md, checked on the source: each layer imports only the layers
+below it, the building blocks take from the engine its event protocol and run state only, nothing
+imports an old path, and no module outgrows one job."""
 import ast
 import pathlib
 
 import pytest
 
+from basetrainer import old_paths
+
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "basetrainer"
-# The layers above the engine: the engine owns the event protocol, they build on it.
-ABOVE_THE_ENGINE = ("callbacks", "metric", "tasks", "pruning", "models", "scheduler", "loggers", "export", "hpo")
-# The earlier library's ONNXEngine lived in engine/: that path stays, as a thin layer over export/.
-OLD_IMPORT_PATHS = {"engine/onnx_engine.py"}
+TESTS = pathlib.Path(__file__).resolve().parent
+
+# Bottom to top; a package may import its own layer and those below it.
+LAYERS = [
+    {"__init__", "__version__", "errors", "old_paths", "utils", "config"},  # foundations
+    {"distributed"},  # processes: launching, process groups, collectives, signals, the watchdog
+    {"parallel"},  # strategies: how a model is spread over devices
+    {"checkpoint", "data"},  # checkpoint files and the manager; samplers, loaders, datasets
+    {"engine"},  # the loop, its events and state
+    {"callbacks", "metric", "loggers", "scheduler", "criterion", "optimizer", "models", "pruning", "export"},
+    {"tasks", "hpo", "cli", "__main__"},  # applications
+]
+BUILDING_BLOCKS = LAYERS[5]
+ENGINE_PROTOCOL = {"engine.events", "engine.state"}  # what the building blocks may take from the engine
 MAX_MODULE_LINES = 350
 
 
-def imported_packages(path: pathlib.Path):
-    """The first component under basetrainer/ of every module ``path`` imports (relative or absolute)."""
+def layer_of(package: str) -> int:
+    return next(index for index, members in enumerate(LAYERS) if package in members)
+
+
+def imported_modules(path: pathlib.Path):
+    """The dotted names under basetrainer/ of every module ``path`` imports (relative or absolute)."""
     module_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
@@ -22,31 +40,71 @@ def imported_packages(path: pathlib.Path):
                 target = [*base, *(node.module.split(".") if node.module else [])]
             else:
                 target = (node.module or "").split(".")
-            names = [target] if len(target) > 1 else [[*target, alias.name] for alias in node.names]
+            names = [[*target, alias.name] for alias in node.names]
         elif isinstance(node, ast.Import):
             names = [alias.name.split(".") for alias in node.names]
         else:
             continue
         for parts in names:
             if parts[0] == "basetrainer" and len(parts) > 1:
-                yield parts[1]
+                yield ".".join(parts)
 
 
-ENGINE_MODULES = sorted(p for p in (PACKAGE / "engine").rglob("*.py")
-                        if str(p.relative_to(PACKAGE)) not in OLD_IMPORT_PATHS)
+def package_of(path: pathlib.Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-@pytest.mark.parametrize("path", ENGINE_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_the_engine_imports_nothing_from_the_layers_above_it(path):
-    assert not [name for name in imported_packages(path) if name in ABOVE_THE_ENGINE]
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_each_module_imports_only_its_own_layer_and_those_below(path):
+    own = package_of(path)
+    above = sorted({name for name in imported_modules(path)
+                    if layer_of(name.split(".")[1]) > layer_of(own)})
+    assert above == []
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if package_of(p) in BUILDING_BLOCKS],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_building_blocks_take_from_the_engine_its_event_protocol_and_run_state_only(path):
+    taken = {".".join(name.split(".")[1:3]) for name in imported_modules(path) if name.split(".")[1] == "engine"}
+    assert taken <= ENGINE_PROTOCOL
+
+
+@pytest.mark.parametrize("path", [*MODULES, *(p for p in TESTS.rglob("*.py") if "compat" not in p.parts)],
+                         ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_nothing_outside_tests_compat_imports_an_old_path(path):
+    names = imported_modules(path) if path.is_relative_to(PACKAGE) else _absolute_imports(path)
+    assert [name for name in names if any(old_paths.is_old_path(prefix) for prefix in _prefixes(name))] == []
 
 
 def test_the_import_rule_sees_relative_and_absolute_imports():
     module = PACKAGE / "checkpoint" / "files.py"  # from ..errors import ..., from ..utils.file_utils import ...
-    assert {"errors", "utils"} <= set(imported_packages(module))
+    assert {"basetrainer.errors.CheckpointError", "basetrainer.utils.file_utils.atomic_write"} <= set(
+        imported_modules(module))
+
+
+def test_every_package_has_a_layer():
+    packages = {package_of(path) for path in MODULES}
+    assert sorted(package for package in packages if not any(package in layer for layer in LAYERS)) == []
 
 
 def test_no_module_is_longer_than_the_limit():
-    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+    long = {str(p.relative_to(PACKAGE)): n for p in MODULES
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+def _absolute_imports(path: pathlib.Path):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+
+
+def _prefixes(name: str):
+    parts = name.split(".")
+    return [".".join(parts[:end]) for end in range(2, len(parts) + 1)]

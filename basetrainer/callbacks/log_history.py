@@ -264,7 +264,7 @@ class LogHistory(Callback):
     def _eta(self, batch, seconds_per_batch):
         """Seconds left: the remaining batches at the current pace, and the evaluations still to come."""
         state, options = self.state, self.trainer.options
-        steps, per_step = state.batches_per_epoch, options.accumulate_grad_batches
+        steps, per_step = state.batches_per_epoch, state.accumulate_grad_batches
         if state.max_steps is not None:
             batches_left = (state.max_steps - state.global_step) * per_step
         elif steps:

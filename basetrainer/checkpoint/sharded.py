@@ -1,6 +1,6 @@
 """Sharded checkpoints: every rank writes its own shards with ``torch.distributed.checkpoint`` (DCP).
 
-Used under ``strategy: fsdp`` (the strategy says so) and with ``async_checkpoint: true``.
+Used under ``strategy: fsdp`` and with ``async_checkpoint: true`` (the trainer tells the checkpoint manager).
 Where ``last.pth`` would be written, ``last/`` is::
 
     model/last -> .last.<step>-<id>/     a link, swapped atomically once the save is complete
@@ -69,13 +69,6 @@ def find_sharded_checkpoints(known_paths=(), work_dir=None) -> list:
     if work_dir:
         found += glob.glob(os.path.join(str(work_dir), "**", "last"), recursive=True)
     return [path for path in set(found) if is_sharded_checkpoint(path)]
-
-
-def wanted(strategy, options) -> bool:
-    """Whether a trainer writes sharded checkpoints: its strategy shards the model (FSDP), or
-    ``strategy: fsdp`` runs in one process (the same format at any number of processes), or
-    ``async_checkpoint`` is on."""
-    return strategy.sharded_checkpoint or options.strategy == "fsdp" or options.async_checkpoint
 
 
 class ShardedCheckpointer:

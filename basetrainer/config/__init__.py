@@ -16,12 +16,13 @@ it), ``overrides`` (``KEY=VALUE``), ``checking`` (strict checking), ``command_li
 """
 from .checking import check_config
 from .command_line import parser_config
-from .mapping import Config, to_plain
+from .mapping import Config, option, to_plain
 from .overrides import add_override_arguments, apply_overrides
 from .yaml_files import load_config, save_config
 
 __all__ = [
     "Config",
+    "option",
     "parser_config",
     "load_config",
     "save_config",

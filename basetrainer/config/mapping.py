@@ -89,3 +89,9 @@ def deep_merge(base, extra):
         else:
             merged[key] = value
     return merged
+
+
+def option(cfg, key, default):
+    """``cfg[key]`` (or ``cfg.key``), or ``default`` when it is missing or None."""
+    value = cfg.get(key, default) if isinstance(cfg, dict) else getattr(cfg, key, default)
+    return default if value is None else value

@@ -25,27 +25,33 @@ def test_sets(test_loader):
     return [(None, test_loader)]
 
 
-def evaluate(trainer, logs: dict) -> None:
-    """One evaluation: ``on_test_begin``, the batches, ``on_test_end`` for each test set, then
-    ``on_evaluation_end``. Recorders publish each set's values in ``logs["test"]``; with
-    several sets, ``logs["test"]`` then holds them by name (``logs["test"]["val"]["Acc"]``).
+def evaluate(sets, model, step, events, state, logs: dict, *, watchdog, stop_after, padding) -> None:
+    """One evaluation of ``model`` over ``sets`` (see :func:`test_sets`): ``on_test_begin``, the batches,
+    ``on_test_end`` for each test set, then ``on_evaluation_end``. ``step(inputs)`` gives a batch's
+    ``(outputs, losses)`` (moved to the device, under autocast); ``stop_after(loader)`` is the rule
+    that says after which test batch a stop signal ends the evaluation (see :mod:`.preemption`);
+    ``padding(loader)`` how many forwards this rank adds after its last batch so that every rank
+    runs as many (needed where a forward is a collective, as under FSDP).
 
-    A stop signal (see :mod:`.preemption`) abandons it after a test batch: the set's
-    ``on_test_end`` fires with a scratch ``logs`` and ``state.evaluation_abandoned`` set
-    (callbacks undo what ``on_test_begin`` did, e.g. EMA puts the training weights back;
-    the accuracy line is not logged), ``logs["test"]`` keeps the previous
-    evaluation's values, no ``on_evaluation_end`` fires, and ``EvaluationStopped`` is raised.
+    Recorders publish each set's values in ``logs["test"]``; with several sets, ``logs["test"]``
+    then holds them by name (``logs["test"]["val"]["Acc"]``).
+
+    A stop signal abandons it after a test batch: the set's ``on_test_end`` fires with a scratch
+    ``logs`` and ``state.evaluation_abandoned`` set (callbacks undo what ``on_test_begin`` did,
+    e.g. EMA puts the training weights back; the accuracy line is not logged), ``logs["test"]``
+    keeps the previous evaluation's values, no ``on_evaluation_end`` fires, and
+    ``EvaluationStopped`` is raised.
     """
-    events, state = trainer.events, trainer.state
-    sets = test_sets(trainer.test_loader) or [(None, None)]  # the events fire even without a test loader
+    sets = sets or [(None, None)]  # the events fire even without a test loader
     found = (get_rng_state(), logs["test"])  # what an abandoned evaluation goes back to
     results = {}
-    with trainer.watchdog.phase("evaluation"):
+    with watchdog.phase("evaluation"):
         for name, loader in sets:
             state.eval_set = name
             logs["test"] = {}
             events.fire(Event.TEST_BEGIN, logs)
-            if loader is not None and not _test_batches(trainer, loader, logs):
+            if loader is not None and not _test_batches(loader, model, step, events, state, logs, watchdog,
+                                                        stop_after(loader), padding(loader)):
                 state.evaluation_abandoned = True
                 try:
                     events.fire(Event.TEST_END, {**logs, "test": {}})
@@ -61,45 +67,30 @@ def evaluate(trainer, logs: dict) -> None:
     events.fire(Event.EVALUATION_END, logs)
 
 
-def during_training(trainer, logs: dict, when: str) -> None:
-    """An evaluation during training (``trainer.test_epoch``): ``when`` is "batch" (before
-    ``on_batch_end``) or "end" (after the epoch's batches). A stop signal abandons it and
-    the trainer saves and stops; the resumed run does this evaluation again."""
-    try:
-        trainer.test_epoch(logs)
-    except EvaluationStopped as stopped:
-        trainer.preemption.stop(trainer, evaluation_pending=when, rng=stopped.rng)
-    trainer.state.evaluation_pending = None
-
-
-def _test_batches(trainer, loader, logs) -> bool:
+def _test_batches(loader, model, step, events, state, logs, watchdog, stop_after, padding) -> bool:
     """Evaluates ``loader``'s batches; returns False when a stop signal ended it early (on every
     rank after the same batch)."""
-    events, state, was_training = trainer.events, trainer.state, trainer.model.training
-    padding = trainer.strategy.evaluation_padding(loader)  # FSDP: a rank with a batch fewer forwards one more
-    stop_after = trainer.preemption.evaluation_check(trainer, loader)
-    trainer.model.eval()
+    was_training = model.training
+    model.eval()
     with torch.no_grad():
         for batch, inputs in enumerate(loader):
-            inputs = trainer.to_device(inputs)
-            with trainer.autocast():
-                outputs, losses = trainer.run_step(inputs)
+            outputs, losses = step(inputs)
             state.loss = total_loss(losses)
             events.fire(Event.TEST_SUMMARY, inputs, outputs, losses, state.epoch, batch, logs)
-            trainer.watchdog.beat()
+            watchdog.beat()
             if stop_after(batch):
-                trainer.model.train(was_training)
+                model.train(was_training)
                 return False
         for _ in range(padding):  # its all-gathers pair with the other ranks'; its outputs count nowhere
-            with trainer.autocast():
-                trainer.run_step(inputs)
-    trainer.model.train(was_training)
+            step(inputs)
+    model.train(was_training)
     return True
 
 
-def predict(trainer, loader):
-    """``trainer.predict_step``'s outputs for every sample of ``loader``, in dataset order, on
-    every rank (CPU tensors; a tuple, list or dict of them when the step returns one).
+def predict(loader, model, step, padding: int):
+    """``step(inputs)``'s outputs (the trainer's ``predict_step``, on the device, under autocast) for
+    every sample of ``loader``, in dataset order, on every rank (CPU tensors; a tuple, list or dict
+    of them when the step returns one). ``padding``: forwards this rank adds, as in evaluation.
 
     Under several processes each rank predicts its shard and the rows are gathered and
     put back where the sampler's indices say; the duplicates a padding sampler adds land
@@ -107,17 +98,14 @@ def predict(trainer, loader):
     A loader whose order cannot be known in advance (a random sampler, an iterable
     dataset) gives the ranks' rows one rank after the other.
     """
-    order, rows, was_training = data.sample_order(loader), [], trainer.model.training
-    padding = trainer.strategy.evaluation_padding(loader)  # as in evaluation
-    trainer.model.eval()
+    order, rows, was_training = data.sample_order(loader), [], model.training
+    model.eval()
     with torch.no_grad():
         for inputs in loader:
-            with trainer.autocast():
-                rows.append(_to_cpu(trainer.predict_step(trainer.to_device(inputs))))
+            rows.append(_to_cpu(step(inputs)))
         for _ in range(padding):
-            with trainer.autocast():
-                trainer.predict_step(trainer.to_device(inputs))
-    trainer.model.train(was_training)
+            step(inputs)
+    model.train(was_training)
     outputs = _concat(rows) if rows else None
     if order is not None and outputs is not None:
         order = order[: _rows(outputs)]  # drop_last: the loader left the short batch out

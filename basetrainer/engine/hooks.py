@@ -26,8 +26,9 @@ class TrainerHooks:
 
     def build_model(self, cfg, **kwargs):
         """Returns the model, usually ``self.build_model_parallel(model)``, which places it on
-        this process's device and wraps it for the parallel strategy. A model returned on
-        the CPU is placed and wrapped by ``build`` itself."""
+        this process's device and wraps it for the parallel strategy. A model returned without
+        that is placed and wrapped by ``build`` itself (one the hook wrapped in DDP,
+        DataParallel or FSDP itself is kept as it is)."""
         raise NotImplementedError("build_model: return the model (usually via self.build_model_parallel)")
 
     def build_criterion(self, cfg, **kwargs):
@@ -51,12 +52,12 @@ class TrainerHooks:
             self._plan_training(self.train_loader)
         self.test_num = sum(data.num_samples(loader) for _, loader in evaluation.test_sets(self.test_loader))
         self.model = self.build_model(cfg, **kwargs)
-        if not _on_device(self.model, self.device):
-            self.model = self.build_model_parallel(self.model)
-        elif self.strategy is None:
-            self.strategy = strategy_of(self.model, self.device)  # a model the user's hook placed itself
-        if self.options.compile:
-            self.model.compile()
+        if self.strategy is None:  # the hook did not call build_model_parallel
+            self.strategy = strategy_of(self.model, self.device, self.options.compile)
+            if self.strategy is None:
+                self.model = self.build_model_parallel(self.model)
+            else:  # wrapped by the hook itself (DDP, DataParallel, FSDP)
+                self.model = self.strategy.adopt(self.model)
         self.criterion = self.build_criterion(cfg, **kwargs)
         self.strategy.prepare_for_optimizer(self.model)
         self.optimizer = self.build_optimizer(cfg, **kwargs)
@@ -96,7 +97,3 @@ class TrainerHooks:
         self.strategy = select_strategy(self.options, self.device, device_ids, **kwargs)
         return self.strategy.wrap(model)
 
-
-def _on_device(model, device) -> bool:
-    param = next(model.parameters(), None) if model is not None else None
-    return param is None or param.device == device or (device.type == "cuda" and param.device.type == "cuda")

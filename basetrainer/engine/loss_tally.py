@@ -23,16 +23,25 @@ class LossTally:
 
     def __init__(self, check: bool = True):
         self.check = check
+        self._resumed = None  # the sums of the epoch a resumed run goes on with
         self.start_epoch(0, 0)
 
-    def start_epoch(self, epoch: int, first_batch: int) -> None:
-        """Empties the sums for ``epoch``, whose first batch is ``first_batch``."""
+    def resume(self, state) -> None:
+        """Holds ``state`` (a :meth:`state_dict` of an epoch interrupted part-way) until that epoch starts again."""
+        self._resumed = state
+
+    def start_epoch(self, epoch: int, first_batch: int, device=None) -> None:
+        """Empties the sums for ``epoch``, whose first batch is ``first_batch``; a resumed epoch (one that
+        starts part-way) gets back the sums it had when it was interrupted, on ``device``."""
+        resumed, self._resumed = self._resumed, None
         self.epoch = epoch
         self.next_batch = first_batch  # the batch index of the first pending loss
         self._losses, self._sizes = [], []
         self.sums = None  # float64 tensor [loss sum, sum of loss x batch size], on the losses' device
         self.batches = 0
         self.samples = 0
+        if resumed is not None and first_batch:
+            self.load_state_dict(resumed, device)
 
     def add(self, loss: torch.Tensor, batch_size: int) -> None:
         """Records one batch's detached loss and size; nothing is read from the device."""
@@ -93,7 +102,7 @@ class LossTally:
         return {"loss_sum": loss_sum, "weighted_sum": weighted_sum, "batches": self.batches, "samples": self.samples}
 
     def load_state_dict(self, state: dict, device=None) -> None:
-        """Restores the sums of an epoch interrupted part-way (after ``start_epoch``)."""
+        """Restores the sums of an epoch interrupted part-way."""
         loss_sum, weighted_sum = state.get("loss_sum"), state.get("weighted_sum")
         self.sums = None if loss_sum is None else torch.tensor(
             [float(loss_sum), 0.0 if weighted_sum is None else float(weighted_sum)], dtype=torch.float64,

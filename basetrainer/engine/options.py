@@ -4,6 +4,7 @@ from typing import Optional
 
 import torch
 
+from ..config import option
 from ..errors import ConfigError
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -161,12 +162,6 @@ def _class_names(cfg, key) -> tuple:
     if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) and name for name in names):
         raise ConfigError(f"{key} expects a list of module class names, e.g. [TransformerBlock], got {value!r}")
     return tuple(names)
-
-
-def option(cfg, key, default):
-    """``cfg[key]`` (or ``cfg.key``), or ``default`` when it is missing or None."""
-    value = cfg.get(key, default) if isinstance(cfg, dict) else getattr(cfg, key, default)
-    return default if value is None else value
 
 
 def _positive_int(cfg, key, default) -> int:

@@ -13,10 +13,13 @@ The phases and how long a stop waits in each (the signal itself only sets a flag
   are dropped, and the resumed run does it again;
 - a checkpoint save: never interrupted; the stop follows the save.
 
-Then ``last.pth`` is written (unless it already holds exactly this state), on SIGUSR1
+Then the trainer saves ``last.pth`` (unless it already holds exactly this state), on SIGUSR1
 under SLURM the job requeues itself (``scontrol requeue $SLURM_JOB_ID``, when
 ``slurm_requeue`` is on and the job allows it) and ``TrainingInterrupted`` ends the run
 with exit code 75: rerun with ``resume: auto`` (a requeued job does so by itself).
+
+:class:`Preemption` decides when to stop (every rank the same) and how to end the run; the
+trainer, which owns what is saved, saves in between.
 """
 import contextlib
 import os
@@ -26,26 +29,26 @@ import weakref
 
 import torch
 
-from ..checkpoint.rng import set_rng_state
 from ..data import loaders as data
 from ..distributed import comm, signals
 from ..errors import TrainingInterrupted
 from ..utils.log import get_logger
-from . import resume
 
 logger = get_logger()
 
 
 class Preemption:
-    """Stops one trainer cleanly when a stop signal came; stop signals are recorded from its construction on."""
+    """Stops one run cleanly when a stop signal came; stop signals are recorded from its construction on,
+    until the run's scope (:meth:`watching`) ends or the object is collected, whichever comes first."""
 
-    def __init__(self, owner, world_size: int, check_every: int, requeue: bool = True):
+    def __init__(self, world_size: int, check_every: int, requeue: bool = True, device=torch.device("cpu")):
         self.world_size = world_size
         self.check_every = check_every
         self.requeue = requeue
+        self.device = device  # where the ranks' flags are compared
         self.agreed = None  # the stop signal the ranks agreed on (the highest number any of them received)
         self._end_start_up = signals.record()
-        weakref.finalize(owner, self._end_start_up)  # a trainer that is never run records no longer than it lives
+        weakref.finalize(self, self._end_start_up)  # a trainer that is never run records no longer than it lives
 
     @property
     def signum(self):
@@ -58,55 +61,34 @@ class Preemption:
             self._end_start_up()
             yield
 
-    def check_start_up(self, trainer) -> None:
+    def check_start_up(self) -> None:
         """Stops, saving nothing, when a stop signal came during start-up (to any rank)."""
-        if self._agreed(trainer.device):
-            self.interrupt(trainer, "during start-up (nothing trained yet, nothing to save)")
+        if self._agreed():
+            self.interrupt("during start-up (nothing trained yet, nothing to save)")
 
-    def check(self, trainer, epoch_end: bool = False) -> None:
-        """Saves and stops when a stop signal came to any rank (called after each batch and epoch)."""
+    def stop_due(self, state, epoch_end: bool = False) -> bool:
+        """Whether a stop signal came to any rank, asked after each batch (``state`` is the run state) and
+        at each epoch end. Under several processes the ranks compare flags only at some steps (every
+        ``check_every`` optimizer steps, at an epoch's last batch and end), never inside an accumulation window."""
         if self.signum is None and self.world_size == 1:
-            return
-        state = trainer.state
+            return False
         if state.accumulating:
-            return
+            return False
         agreeing = (self.world_size == 1 or epoch_end or state.global_step % self.check_every == 0
                     or state.batch + 1 == state.batches_per_epoch)
-        if agreeing and self._agreed(trainer.device):
-            self.stop(trainer)
+        return agreeing and self._agreed()
 
-    def evaluation_check(self, trainer, loader):
+    def evaluation_check(self, loader):
         """``stop(batch)`` for one test set: whether a stop signal ends the evaluation after test batch
         ``batch``. Under several processes the ranks compare flags every ``check_every`` batches,
         among the batches all of them evaluate (their shards may differ by a batch)."""
         if self.world_size == 1:
             return lambda batch: self.signum is not None
-        shortest = torch.tensor([-data.num_batches(loader)], device=trainer.device)
+        shortest = torch.tensor([-data.num_batches(loader)], device=self.device)
         common = -int(comm.all_reduce_max(shortest)[0])
-        return lambda batch: (batch + 1) % self.check_every == 0 and batch < common and self._agreed(trainer.device)
+        return lambda batch: (batch + 1) % self.check_every == 0 and batch < common and self._agreed()
 
-    def stop(self, trainer, evaluation_pending=None, rng=None):
-        """Saves the training state (when a checkpoint path is set) and raises TrainingInterrupted.
-
-        ``evaluation_pending``: a stop during an evaluation during training, which the resumed
-        run does again ("batch": the one before ``on_batch_end``, "end": the one after the
-        epoch's batches); ``rng``: the random streams as that evaluation found them.
-        """
-        state = trainer.state
-        state.loss_tally.fold()
-        if rng is not None:
-            set_rng_state(rng)
-        state.evaluation_pending = evaluation_pending
-        if not trainer.checkpoint_path:
-            where = "no ModelCheckpoint callback, nothing saved"
-        elif trainer.saved_position == resume.position(trainer):
-            where = f"{trainer.checkpoint_path} holds this state already"
-        else:
-            where = f"saved {trainer.save_checkpoint()}"
-        during = "during evaluation " if evaluation_pending else ""
-        self.interrupt(trainer, f"{during}at epoch {state.epoch + 1}, batch {state.batch + 1} ({where})")
-
-    def interrupt(self, trainer, where):
+    def interrupt(self, where):
         """Raises TrainingInterrupted for the stop signal, ``where`` saying where it stopped (after
         requeueing the job, for SIGUSR1 under SLURM)."""
         signum = self.agreed or self.signum
@@ -114,12 +96,12 @@ class Preemption:
         requeued = self._requeue() if signum == getattr(signal, "SIGUSR1", None) else ""
         raise TrainingInterrupted(f"stopped by {name} {where}; {requeued or 'rerun with resume: auto to continue'}")
 
-    def _agreed(self, device) -> bool:
+    def _agreed(self) -> bool:
         """Whether a stop signal came to any rank (one all-reduce when there are several)."""
         if self.world_size == 1:
             self.agreed = self.signum
         else:
-            received = comm.all_reduce_max(torch.tensor([int(self.signum or 0)], device=device))
+            received = comm.all_reduce_max(torch.tensor([int(self.signum or 0)], device=self.device))
             self.agreed = signal.Signals(int(received[0])) if received[0] else None
         return self.agreed is not None
 

@@ -1,10 +1,14 @@
-"""Where a training run stands: the one object that callbacks read."""
+"""Where a training run stands: the one object that callbacks read, and the part of a checkpoint that says where it resumes."""
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 
+from ..errors import CheckpointError
+from ..utils.log import get_logger
 from .loss_tally import LossTally
+
+logger = get_logger()
 
 
 @dataclass(eq=False)
@@ -17,7 +21,8 @@ class RunState:
     - ``max_epochs``: epochs the run trains for (with ``max_steps``: as many as it takes,
       the last one partial); ``max_steps``: the optimizer steps it trains for, or None
       when it trains for epochs; ``batches_per_epoch``: the training loader's length (0
-      when it has none).
+      when it has none); ``accumulate_grad_batches``: batches per optimizer step (the
+      config's, unless an elastic resume changed it to keep the global batch).
     - ``epoch``, ``batch``: the epoch and the batch within it being trained (both from 0);
       ``global_step``: optimizer steps taken since training began (a batch whose
       gradients wait in an accumulation window is no step; ``accumulating`` is True then).
@@ -47,6 +52,7 @@ class RunState:
     max_epochs: int
     max_steps: Optional[int] = None
     batches_per_epoch: int = 0
+    accumulate_grad_batches: int = 1
     epoch: int = 0
     batch: int = 0
     global_step: int = 0
@@ -76,3 +82,46 @@ class RunState:
         if self.epoch_finished:
             return self.epoch + 1, 0
         return self.epoch, self.batch + 1
+
+    def position(self) -> tuple:
+        """Where a checkpoint taken now resumes, with the step and the evaluation owed: equal
+        positions, equal checkpoints."""
+        return (*self.resume_position(), self.global_step, self.evaluation_pending)
+
+    # ------------------------------------------------------------------ checkpoint part
+    def state_dict(self) -> dict:
+        """The checkpoint's entries for the run: where it resumes, its counters, and the interrupted
+        epoch's loss sums (folded first: a NaN loss raises here, before any file is replaced)."""
+        epoch, batch = self.resume_position()
+        return {"epoch": epoch, "batch": batch, "iteration": self.global_step, "last_eval_step": self.last_eval_step,
+                "evaluation_pending": self.evaluation_pending, "samples_seen": self.samples_seen,
+                "loss_tally": self.loss_tally.state_dict()}
+
+    def load_state_dict(self, saved: dict, name: str = "the checkpoint") -> None:
+        """Continues the run ``saved`` recorded: it starts at its position; the interrupted epoch's loss
+        sums come back when that epoch starts again."""
+        for key in ("epoch", "batch"):
+            if key not in saved:
+                raise CheckpointError(f"{name} is not a full training checkpoint (no '{key}'); "
+                                      f"use finetune to load weights only")
+        self.start_epoch, self.start_batch = int(saved["epoch"]), int(saved["batch"])
+        self.global_step = int(saved.get("iteration", 0))
+        self.last_eval_step = int(saved.get("last_eval_step", -1))
+        self.evaluation_pending = saved.get("evaluation_pending")
+        self.samples_seen = int(saved.get("samples_seen", 0))
+        self.loss_tally.resume(saved.get("loss_tally"))
+
+
+def log_resume(path: str, state: RunState) -> None:
+    """Says where a run resumed from ``path`` goes on, or that it has nothing left to do."""
+    if state.finished:
+        logger.warning("%s is a finished run: all %d steps are trained, so there is nothing to do; to train "
+                       "longer, raise max_iters and resume again", path, state.max_steps)
+    elif state.start_epoch >= state.max_epochs and state.max_steps is None:
+        logger.warning("%s is a finished run: all %d epochs are trained, so there is nothing to do; to train "
+                       "longer, raise num_epochs and resume again", path, state.max_epochs)
+    elif state.start_batch:
+        logger.info("resumed from %s in epoch %d, after its first %d batches", path, state.start_epoch + 1,
+                    state.start_batch)
+    else:
+        logger.info("resumed from %s at the start of epoch %d", path, state.start_epoch + 1)

@@ -11,35 +11,39 @@ then trains. The loop reads top to bottom: ``run`` -> ``train_epoch`` -> ``train
 
 Around the loop: the run's counters are ``self.state`` (:mod:`.state`), the config keys
 the trainer reads are ``self.options`` (:mod:`.options`), how the model is spread over
-devices is ``self.strategy`` (:mod:`.strategies`), and the full training state that
-checkpoints hold is written and read in :mod:`.resume`.
+devices is ``self.strategy`` (:mod:`basetrainer.parallel`), and what a checkpoint holds,
+where it goes and which one a run resumes from is ``self.checkpoints``
+(:class:`~basetrainer.checkpoint.manager.CheckpointManager`).
 """
 import contextlib
 
 import torch
 
-from ..checkpoint import sharded as sharded_checkpoint
+from ..checkpoint.manager import CheckpointManager
+from ..checkpoint.rng import set_rng_state
+from ..config import option
 from ..data import loaders as data
 from ..distributed import comm, watchdog
 from ..utils.batch import batch_size, move_to_device, total_loss
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
-from . import evaluation, resume
+from . import evaluation
 from .determinism import make_deterministic
 from .events import CallbackList, Event
 from .hooks import TrainerHooks
 from .legacy import LegacyTrainerAttributes
 from .loss_tally import LossTally
-from .options import LoopOptions, option
+from .options import LoopOptions
 from .preemption import Preemption
 from .profiling import Profiler, profile_dir
 from .progress import ProgressBar
+from .requests import TrainerRequests
 from .state import RunState
 
 logger = get_logger()
 
 
-class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
+class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
     """The abstract trainer: subclass it and fill in the ``build_*`` hooks.
 
     ``__init__`` reads the loop options from ``cfg`` and sets ``device``,
@@ -47,7 +51,12 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
     the hooks in the order train loader, test loader, model, criterion, optimizer,
     callbacks, and fills ``num_batches`` (batches per epoch), ``num_samples``/``train_num``
     and ``test_num``.
+
+    ``resume_settings`` are the config keys whose change makes a resumed run no exact
+    continuation (it goes on, with a warning naming them); a task adds its own.
     """
+
+    resume_settings = ("num_epochs", "max_iters", "accumulate_grad_batches", "clip_grad_norm", "amp")
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -60,19 +69,17 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         seed_everything(self.seed)  # the same on every rank: identical initial weights
         # "skip" checks each optimizer step itself; "ignore" checks nothing, as a bare PyTorch loop
         tally = LossTally(check=self.options.nonfinite_loss == "raise")
-        self.state = RunState(max_epochs=self.options.num_epochs, loss_tally=tally)
+        self.state = RunState(max_epochs=options.num_epochs, accumulate_grad_batches=options.accumulate_grad_batches,
+                              loss_tally=tally)
         self.strategy = None  # chosen by build_model_parallel, or read off the model build_model returns
         self.model = self.optimizer = self.criterion = self.scaler = None
         self.train_loader = self.test_loader = None
         self.callbacks = []
         self.num_samples = self.train_num = self.test_num = 0
         self.events = CallbackList([])
-        self.pending_restore = None  # RNG and loss sums of a resumed run, restored once the loader is positioned
-        self.checkpoint_path = None  # where a stop signal saves (set by a checkpoint callback)
-        self.saved_position = None  # where the training state last saved there resumes (resume.position)
-        self.sharded_checkpointer = sharded_checkpoint.ShardedCheckpointer(asynchronous=self.options.async_checkpoint)
-        self._export_weights = None
-        self.preemption = Preemption(self, self.world_size, options.stop_check_every, options.slurm_requeue)
+        self.checkpoints = CheckpointManager(options.resume, options.work_dir, sharded=options.strategy == "fsdp",
+                                             asynchronous=options.async_checkpoint)
+        self.preemption = Preemption(self.world_size, options.stop_check_every, options.slurm_requeue, self.device)
         self.watchdog = watchdog.Watchdog(options.watchdog_timeout, options.watchdog_factor, self.rank, self.world_size)
         self._moves_batches = self.device.type != "cpu" or self.options.channels_last
 
@@ -85,7 +92,7 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         state = self.state
         with self.preemption.watching():
             self.resume_or_seed()
-            self.preemption.check_start_up(self)  # a stop signal while loaders, model or checkpoint loaded
+            self.preemption.check_start_up()  # a stop signal while loaders, model or checkpoint loaded
             state.logs, state.stop_requested = logs, False
             state.lr = logs["lr"] = self.optimizer.param_groups[0]["lr"]
             logs["epoch"] = state.start_epoch
@@ -96,9 +103,9 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
                 self.events.fire(Event.TRAIN_END, logs)
             except BaseException as error:  # callbacks flush and close, then the error goes on
                 self.events.fire_exception(error, logs)
-                self.sharded_checkpointer.wait(quietly=True)  # its own failure must not hide this error
+                self.checkpoints.wait(quietly=True)  # its own failure must not hide this error
                 raise
-            self.sharded_checkpointer.wait()  # a checkpoint still being written in the background
+            self.checkpoints.wait()  # a checkpoint still being written in the background
         return logs
 
     def train_epochs(self, logs):
@@ -109,24 +116,15 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
                 break  # e.g. restored by a resumed EarlyStopping
             self.train_epoch(epoch, logs)
             if not self.options.eval_every_n_iters or self._last_steps_unevaluated():
-                evaluation.during_training(self, logs, "end")  # at every epoch end, or after the last steps
+                self._evaluate_during_training(logs, "end")  # at every epoch end, or after the last steps
             state.epoch_finished = True
             self.events.fire(Event.EPOCH_END, epoch, logs)
-            self.preemption.check(self, epoch_end=True)
+            if self.preemption.stop_due(state, epoch_end=True):
+                self._stop_for_signal()
 
     def train_epoch(self, epoch, logs):
         state, events = self.state, self.events
-        state.epoch = logs["epoch"] = epoch
-        state.epoch_finished = False
-        resume.start_epoch_tally(self)  # the interrupted epoch's sums after a mid-epoch resume
-        events.fire(Event.EPOCH_BEGIN, epoch, logs)
-        self.model.train()
-        owed = state.evaluation_pending  # a stop abandoned an evaluation: the resumed run does it first
-        batches = iter(()) if owed == "end" else data.iterate_from(self.train_loader, epoch, state.start_batch)
-        resume.restore_rng(self)  # after positioning the loader, so skipped batches draw nothing
-        if owed == "batch" and self._end_batch(state.start_batch - 1, logs):
-            batches = iter(())
-        for batch, inputs in enumerate(batches, start=state.start_batch):
+        for batch, inputs in self._epoch_batches(epoch, logs):
             state.batch = batch
             self.watchdog.begin_batch()
             events.fire(Event.BATCH_BEGIN, batch, logs)
@@ -139,16 +137,34 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         state.start_batch = 0
         state.loss_tally.fold()
 
+    def _epoch_batches(self, epoch, logs):
+        """Starts ``epoch`` (``on_epoch_begin``) and returns its batches from where the run stands: all of
+        them, or after a resume the rest of the interrupted epoch; after a resume from a stop during an
+        evaluation, that evaluation comes first (the one before ``on_batch_end``: then that event too)."""
+        state = self.state
+        state.epoch = logs["epoch"] = epoch
+        state.epoch_finished = False
+        state.loss_tally.start_epoch(epoch, state.start_batch, self.device)
+        self.events.fire(Event.EPOCH_BEGIN, epoch, logs)
+        self.model.train()
+        owed = state.evaluation_pending
+        batches = iter(()) if owed == "end" else data.iterate_from(self.train_loader, epoch, state.start_batch)
+        self.checkpoints.restore_random_streams()  # after positioning the loader, so skipped batches draw nothing
+        if owed == "batch" and self._end_batch(state.start_batch - 1, logs):
+            return iter(())
+        return enumerate(batches, start=state.start_batch)
+
     def _end_batch(self, batch, logs) -> bool:
         """The end of ``batch``: its evaluation when due, ``on_batch_end``, the stop check and
         the watchdog's heartbeat. Returns whether training ends here."""
         state = self.state
         state.batch = batch
         if self._evaluation_due():
-            evaluation.during_training(self, logs, "batch")  # before on_batch_end, so checkpoints hold it
+            self._evaluate_during_training(logs, "batch")  # before on_batch_end, so checkpoints hold it
         self.events.fire(Event.BATCH_END, batch, logs)
         self.watchdog.beat()
-        self.preemption.check(self)
+        if self.preemption.stop_due(state):
+            self._stop_for_signal()
         return state.stop_requested or state.finished
 
     def train_step(self, inputs):
@@ -223,7 +239,9 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
 
     def test_epoch(self, logs):
         """One evaluation over every test set (see :func:`basetrainer.engine.evaluation.evaluate`)."""
-        evaluation.evaluate(self, logs)
+        evaluation.evaluate(evaluation.test_sets(self.test_loader), self.model, self._forward, self.events,
+                            self.state, logs, watchdog=self.watchdog, stop_after=self.preemption.evaluation_check,
+                            padding=self.strategy.evaluation_padding)
 
     def evaluate(self, logs=None):
         """Runs only the evaluation loop with the callbacks; returns ``logs["test"]``."""
@@ -232,13 +250,17 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         try:
             self.test_epoch(logs)
         except evaluation.EvaluationStopped:
-            self.preemption.interrupt(self, "during an evaluation outside training (nothing to save)")
+            self.preemption.interrupt("during an evaluation outside training (nothing to save)")
         return logs["test"]
 
     def predict(self, loader):
         """The model's outputs (``predict_step``) for every sample of ``loader``, in dataset order,
         gathered to every rank without the duplicates a padding sampler adds."""
-        return evaluation.predict(self, loader)
+        def step(inputs):
+            with self.autocast():
+                return self.predict_step(self.to_device(inputs))
+
+        return evaluation.predict(loader, self.model, step, self.strategy.evaluation_padding(loader))
 
     def predict_step(self, inputs):
         """The outputs for one batch; override for other batch layouts. By default the model
@@ -246,13 +268,42 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         return self.model(inputs[0] if isinstance(inputs, (tuple, list)) else inputs)
 
     # ------------------------------------------------------------------ loop helpers
+    def _forward(self, inputs):
+        """``run_step`` on a batch moved to the device, under autocast: one evaluation batch."""
+        with self.autocast():
+            return self.run_step(self.to_device(inputs))
+
+    def _evaluate_during_training(self, logs, when: str) -> None:
+        """An evaluation during training: ``when`` is "batch" (before ``on_batch_end``) or "end" (after the
+        epoch's batches). A stop signal abandons it and the run saves and stops; the resumed run does it again."""
+        try:
+            self.test_epoch(logs)
+        except evaluation.EvaluationStopped as stopped:
+            self._stop_for_signal(evaluation_pending=when, rng=stopped.rng)
+        self.state.evaluation_pending = None
+
+    def _stop_for_signal(self, evaluation_pending=None, rng=None):
+        """Saves the training state (unless the checkpoint holds it already) and raises TrainingInterrupted.
+
+        ``evaluation_pending``: a stop during an evaluation during training, which the resumed run does
+        again; ``rng``: the random streams as that evaluation found them."""
+        state = self.state
+        state.loss_tally.fold()
+        if rng is not None:
+            set_rng_state(rng)
+        state.evaluation_pending = evaluation_pending
+        with self.watchdog.phase("save"):
+            where = self.checkpoints.save_for_stop()
+        during = "during evaluation " if evaluation_pending else ""
+        self.preemption.interrupt(f"{during}at epoch {state.epoch + 1}, batch {state.batch + 1} ({where})")
+
     def _accumulation_window(self, batch):
         """(whether ``batch`` ends its accumulation window, that window's size).
 
         The last window of an epoch may be shorter, and is divided by its own size so
         that every optimizer step averages over the batches it saw.
         """
-        n, per_epoch = self.options.accumulate_grad_batches, self.num_batches
+        n, per_epoch = self.state.accumulate_grad_batches, self.num_batches
         if n == 1:
             return True, 1
         full = (per_epoch // n) * n if per_epoch else None
@@ -297,54 +348,3 @@ class EngineTrainer(TrainerHooks, LegacyTrainerAttributes):
         if self.options.profile_steps:
             builtins.append(Profiler(self.options.profile_steps, profile_dir(self.options.work_dir)))
         return builtins
-
-    # ------------------------------------------------------------------ what callbacks may ask
-    def request_stop(self) -> None:
-        """Ends training after the current batch; the epoch's evaluation and end events still run."""
-        self.state.stop_requested = True
-
-    def save_checkpoint(self, path=None) -> str:
-        """Writes the full training state to ``path`` (default: the checkpoint path set by
-        :meth:`set_checkpoint_path`). Every rank calls it; the main process writes, atomically,
-        keeping the file it replaces as the previous one (see :func:`resume.save_training_state`)."""
-        with self.watchdog.phase("save"):
-            return resume.save_training_state(self, path or self.checkpoint_path)
-
-    def set_checkpoint_path(self, path) -> None:
-        """Where a stop signal saves the training state, and where ``resume: auto`` looks first."""
-        self.checkpoint_path = path
-
-    def export_weights(self) -> dict:
-        """The weights to ship: those of the provider set with :meth:`set_export_weights`
-        (an EMA's average), else the model's; CPU tensors, keys without wrapper prefixes."""
-        if self._export_weights is not None:
-            return self._export_weights()
-        return self.strategy.model_state_dict(self.model)
-
-    def set_export_weights(self, provider) -> None:
-        self._export_weights = provider
-
-    # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict:
-        """The whole training state (see :func:`basetrainer.engine.resume.training_state`)."""
-        return resume.training_state(self)
-
-    def load_state_dict(self, state: dict, name: str = "the checkpoint") -> None:
-        resume.load_training_state(self, state, name)
-
-    def resume_or_seed(self):
-        """Loads the checkpoint ``cfg.resume`` names ("auto": the newest last.pth), else seeds per rank."""
-        resume.resume_or_seed(self)
-
-    def loader(self, phase: str):
-        """The data loader of ``phase``: "train", or "test": the test set being evaluated, or
-        outside evaluation the first (None without a test loader)."""
-        if phase == "train":
-            return self.train_loader
-        sets = dict(evaluation.test_sets(self.test_loader))
-        return sets.get(self.state.eval_set, next(iter(sets.values()), None))
-
-    def is_sharded(self, phase: str) -> bool:
-        """Whether each rank sees different samples in ``phase`` ("train"/"test"): metrics then sum over ranks."""
-        return data.is_sharded(self.loader(phase))
-

@@ -6,7 +6,7 @@
 """
 import os
 
-from ..engine.options import option
+from ..config import option
 from ..errors import ConfigError
 from .base import Logger
 from .history import HistoryLogger

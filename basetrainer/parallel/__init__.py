@@ -6,8 +6,9 @@
 - one process and several GPUs in ``gpu_id``: :class:`DataParallelStrategy`;
 - otherwise: :class:`Strategy` (one device, no wrapper).
 
-Every kind applies ``activation_checkpointing`` first. To add a kind, subclass
-:class:`Strategy` and choose it here.
+Every kind applies conversions, activation checkpointing, compile, the device and its own
+wrapper in one order (:meth:`Strategy.wrap`). To add a kind, subclass :class:`Strategy` and
+choose it here.
 """
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
@@ -30,7 +31,8 @@ def select_strategy(options, device, device_ids=None, **overrides) -> Strategy:
     the first and the last). One process with ``strategy: fsdp`` trains unsharded, and reads and
     writes the same sharded checkpoints."""
     ids = comm.as_id_list(options.gpu_id if device_ids is None else device_ids)
-    common = dict(channels_last=options.channels_last, activation_checkpointing=options.activation_checkpointing)
+    common = dict(channels_last=options.channels_last, activation_checkpointing=options.activation_checkpointing,
+                  compile=options.compile)
     if comm.get_world_size() > 1 and options.strategy == "fsdp":
         fsdp = dict(sync_bn=options.sync_bn, broadcast_buffers=options.broadcast_buffers)
         fsdp.update({key: value for key, value in overrides.items() if key in fsdp})
@@ -47,12 +49,13 @@ def select_strategy(options, device, device_ids=None, **overrides) -> Strategy:
     return Strategy(device, **common)
 
 
-def strategy_of(model: nn.Module, device) -> Strategy:
-    """The strategy matching a model that the user's ``build_model`` wrapped itself."""
+def strategy_of(model: nn.Module, device, compile: bool = False):
+    """The strategy matching a model that the user's ``build_model`` wrapped itself (DDP, DataParallel,
+    FSDP), or None for a model no wrapper holds."""
     if isinstance(model, DistributedDataParallel):
-        return DDPStrategy(device)
+        return DDPStrategy(device, compile=compile)
     if isinstance(model, DataParallel):
-        return DataParallelStrategy(device, model.device_ids)
+        return DataParallelStrategy(device, model.device_ids, compile=compile)
     if isinstance(model, FSDPModule):
-        return FSDPStrategy(device)
-    return Strategy(device)
+        return FSDPStrategy(device, compile=compile)
+    return None

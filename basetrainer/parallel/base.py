@@ -13,22 +13,50 @@ class Strategy:
 
     The loop and the checkpoints go through these methods only, never through ``isinstance``
     tests on the model, so a new kind of parallelism is one more subclass.
+
+    :meth:`wrap` applies everything to the model in one order, the same for every kind
+    (torchtitan's): module conversions the kind needs (SyncBatchNorm), activation
+    checkpointing, ``compile`` (in place, so ``state_dict`` keys stay the model's), this
+    process's device (channels-last if asked), then the kind's own wrapper or sharding
+    (:meth:`distribute`). A kind overrides the steps it does differently.
     """
 
     name = "single"
     sharded_checkpoint = False  # True: checkpoints are directories of per-rank shards (basetrainer.checkpoint.sharded)
 
-    def __init__(self, device: torch.device, channels_last: bool = False, activation_checkpointing=()):
+    def __init__(self, device: torch.device, channels_last: bool = False, activation_checkpointing=(),
+                 compile: bool = False):
         self.device = device
         self.channels_last = channels_last
         self.activation_checkpointing = tuple(activation_checkpointing or ())
+        self.compile = compile
 
     def wrap(self, model: nn.Module) -> nn.Module:
-        """Moves ``model`` to this process's device (channels-last if asked) and wraps it as the kind needs;
-        modules of the classes in ``activation_checkpointing`` recompute their activations in backward."""
-        model = checkpoint_activations(model, self.activation_checkpointing).to(self.device)
+        """``model`` made ready to train: see the class docstring for the order of the steps."""
+        model = checkpoint_activations(self.convert(model), self.activation_checkpointing)
+        if self.compile:
+            self.compile_model(model)
+        model = model.to(self.device)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
+        return self.distribute(model)
+
+    def convert(self, model: nn.Module) -> nn.Module:
+        """Replaces modules the kind needs replaced before anything else (nothing here)."""
+        return model
+
+    def compile_model(self, model: nn.Module) -> None:
+        """``torch.compile`` in place (``nn.Module.compile``): no ``_orig_mod.`` in the weights' keys."""
+        model.compile()
+
+    def distribute(self, model: nn.Module) -> nn.Module:
+        """The kind's wrapper or sharding, last (none here: one device)."""
+        return model
+
+    def adopt(self, model: nn.Module) -> nn.Module:
+        """A model the user's ``build_model`` placed and wrapped itself: only ``compile`` still applies."""
+        if self.compile:
+            model.compile()
         return model
 
     def no_gradient_sync(self, model: nn.Module):

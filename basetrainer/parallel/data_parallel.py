@@ -11,8 +11,9 @@ class DataParallelStrategy(Strategy):
 
     name = "dp"
 
-    def __init__(self, device: torch.device, device_ids, channels_last: bool = False, activation_checkpointing=()):
-        super().__init__(device, channels_last, activation_checkpointing)
+    def __init__(self, device: torch.device, device_ids, channels_last: bool = False, activation_checkpointing=(),
+                 compile: bool = False):
+        super().__init__(device, channels_last, activation_checkpointing, compile)
         available = torch.cuda.device_count()
         missing = [i for i in device_ids if i >= available]
         if missing:
@@ -20,5 +21,12 @@ class DataParallelStrategy(Strategy):
                               f"{available}; list only ids below {available}")
         self.device_ids = list(device_ids)
 
-    def wrap(self, model: nn.Module) -> nn.Module:
-        return nn.DataParallel(super().wrap(model), device_ids=self.device_ids)
+    def compile_model(self, model: nn.Module) -> None:
+        """Nothing yet: DataParallel copies the module to every GPU at each forward, and a copy would keep
+        calling the original's compiled forward; the wrapper is compiled instead (:meth:`distribute`)."""
+
+    def distribute(self, model: nn.Module) -> nn.Module:
+        model = nn.DataParallel(model, device_ids=self.device_ids)
+        if self.compile:
+            model.compile()
+        return model

@@ -21,19 +21,22 @@ class DDPStrategy(Strategy):
     name = "ddp"
 
     def __init__(self, device: torch.device, channels_last: bool = False, sync_bn: bool = False,
-                 find_unused_parameters: bool = False, broadcast_buffers: bool = True, activation_checkpointing=()):
-        super().__init__(device, channels_last, activation_checkpointing)
+                 find_unused_parameters: bool = False, broadcast_buffers: bool = True, activation_checkpointing=(),
+                 compile: bool = False):
+        super().__init__(device, channels_last, activation_checkpointing, compile)
         self.sync_bn = sync_bn
         self.find_unused_parameters = find_unused_parameters
         self.broadcast_buffers = broadcast_buffers
 
-    def wrap(self, model: nn.Module) -> nn.Module:
-        if self.sync_bn:
-            if self.device.type == "cuda":
-                model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-            else:
-                logger.warning("sync_bn needs CUDA (NCCL); on CPU each process keeps its own BatchNorm statistics")
-        model = super().wrap(model)
+    def convert(self, model: nn.Module) -> nn.Module:
+        if not self.sync_bn:
+            return model
+        if self.device.type != "cuda":
+            logger.warning("sync_bn needs CUDA (NCCL); on CPU each process keeps its own BatchNorm statistics")
+            return model
+        return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+
+    def distribute(self, model: nn.Module) -> nn.Module:
         kwargs = dict(find_unused_parameters=self.find_unused_parameters, **_buffer_sync_option(self.broadcast_buffers))
         if self.device.type == "cuda":
             kwargs.update(device_ids=[self.device.index], output_device=self.device.index)

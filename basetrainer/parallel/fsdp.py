@@ -56,8 +56,8 @@ class FSDPStrategy(Strategy):
 
     def __init__(self, device: torch.device, channels_last: bool = False, activation_checkpointing=(),
                  shard_classes=(), reshard_after_forward: bool = True, cpu_offload: bool = False, amp=None,
-                 sync_bn: bool = False, broadcast_buffers: bool = True):
-        super().__init__(device, channels_last, activation_checkpointing)
+                 sync_bn: bool = False, broadcast_buffers: bool = True, compile: bool = False):
+        super().__init__(device, channels_last, activation_checkpointing, compile)
         if sync_bn and device.type != "cuda":
             raise ConfigError("sync_bn needs CUDA (NCCL) and this run is on the CPU; under strategy fsdp set "
                               "sync_bn: false (rank 0's BatchNorm statistics are then broadcast after each step)")
@@ -69,17 +69,22 @@ class FSDPStrategy(Strategy):
         self.broadcast_buffers = broadcast_buffers
 
     # ------------------------------------------------------------------ wrapping
-    def wrap(self, model: nn.Module) -> nn.Module:
-        if self.sync_bn:
-            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        model = super().wrap(model)
-        classes = self.shard_classes or choose_shard_classes(model)
-        check_class_names(model, classes, "fsdp_shard")
+    def convert(self, model: nn.Module) -> nn.Module:
+        return nn.SyncBatchNorm.convert_sync_batchnorm(model) if self.sync_bn else model
+
+    def compile_model(self, model: nn.Module) -> None:
+        """Each unit in place before it is sharded (as torchtitan compiles each block), the whole model
+        when there is none: FSDP's gathers stay outside the compiled code."""
+        for module in self.units(model) or [model]:
+            module.compile()
+
+    def distribute(self, model: nn.Module) -> nn.Module:
         options = dict(mesh=init_device_mesh(self.device.type, (comm.get_world_size(),)),
                        reshard_after_forward=self.reshard_after_forward, offload_policy=self._offload_policy())
         if self.amp is not None:
             options["mp_policy"] = MixedPrecisionPolicy(param_dtype=self.amp, reduce_dtype=torch.float32)
-        units = [module for _, module in reversed(_candidate_units(model)) if unit_class(module) in classes]
+        units = self.units(model)
+        classes = sorted({unit_class(unit) for unit in units})  # before fully_shard renames their classes
         for module in units:
             fully_shard(module, **options)
         fully_shard(model, **{**options, "reshard_after_forward": False})  # backward needs it at once
@@ -87,8 +92,16 @@ class FSDPStrategy(Strategy):
         if comm.is_main_process():
             how = "fsdp_shard" if self.shard_classes else "chosen automatically: the repeated modules holding most parameters"
             logger.info("fsdp: %d unit(s) of %s (%s) and the root, sharded over %d processes", len(units),
-                        ", ".join(classes) or "no class", how, comm.get_world_size())
+                        ", ".join(classes) or "no class", how,
+                        comm.get_world_size())
         return model
+
+    def units(self, model: nn.Module) -> list:
+        """The modules sharded as units, innermost first: those of ``fsdp_shard``'s classes, or of the
+        class :func:`choose_shard_classes` picks."""
+        classes = self.shard_classes or choose_shard_classes(model)
+        check_class_names(model, classes, "fsdp_shard")
+        return [module for _, module in reversed(_candidate_units(model)) if unit_class(module) in classes]
 
     def _offload_policy(self):
         if not self.cpu_offload:

@@ -55,6 +55,9 @@ DIGITS_ROOT = os.path.join("data", "digits")
 class ClassificationTrainer(EngineTrainer):
     """Trains a torchvision classifier on ``cfg.train_data`` and evaluates it on ``cfg.test_data`` every epoch."""
 
+    resume_settings = (*EngineTrainer.resume_settings, "lr", "batch_size", "optim_type", "momentum", "weight_decay",
+                       "loss_type", "scheduler", "milestones", "num_warn_up")
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.model_dir = os.path.join(cfg.work_dir, "model")

@@ -162,7 +162,7 @@ def test_last_checkpoint_holds_the_training_weights_and_the_average(run):
     trainer, ema, _, _, folder = run
     state = torch.load(folder / "last.pth", weights_only=True)
     assert all(torch.equal(v, state["model"][k]) for k, v in model_state_dict(trainer.model).items())
-    saved = next(v for k, v in state["callbacks"].items() if k.endswith(":EMA"))
+    saved = state["callbacks"]["basetrainer.callbacks.ema.EMA"]
     assert saved["updates"] == ema.updates == 2 * 6
     assert all(torch.equal(v, saved["averaged"][k]) for k, v in ema.weights_for_export().items())
 

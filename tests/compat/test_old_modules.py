@@ -4,9 +4,6 @@ Names whose job basetrainer does are thin aliases of its own code; modules whose
 does not do raise ImportError on import; removed names raise ImportError when imported.
 """
 import importlib
-import json
-import subprocess
-import sys
 
 import pytest
 
@@ -57,9 +54,6 @@ REMOVED_NAMES = [
     ("basetrainer.engine.onnx_engine", "print_tensor", "numpy"),
 ]
 
-FORBIDDEN_FOR_ENGINE = ("callbacks", "metric", "tasks", "pruning", "models", "scheduler")
-
-
 @pytest.mark.parametrize("module, name", ALIASES)
 def test_old_name_imports(module, name):
     assert callable(getattr(importlib.import_module(module), name))
@@ -100,14 +94,3 @@ def test_removed_name_fails_on_import_with_one_line_naming_the_alternative(modul
 def test_an_unknown_name_is_still_an_attribute_error():
     torch_data = importlib.import_module("basetrainer.utils.torch_data")
     assert not hasattr(torch_data, "no_such_name")
-
-
-@pytest.mark.slow
-def test_old_engine_modules_import_nothing_above_the_engine():
-    modules = ["basetrainer.engine.engine", "basetrainer.engine.base", "basetrainer.engine.onnx_engine"]
-    code = (f"import sys\nfor m in {modules!r}: __import__(m)\n"
-            f"import json; print(json.dumps(sorted(m for m in sys.modules if m.startswith('basetrainer.'))))")
-    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                       check=True).stdout)
-    above = [m for m in loaded if m.split(".")[1] in FORBIDDEN_FOR_ENGINE]
-    assert above == []

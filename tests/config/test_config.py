@@ -20,7 +20,7 @@ from basetrainer.config import (
     save_config,
 )
 from basetrainer.errors import ConfigError
-from basetrainer.utils import setup_config
+from basetrainer.config import legacy as setup_config  # what the old path basetrainer.utils.setup_config is
 from basetrainer.utils.file_utils import copy_file_to_dir
 
 

@@ -306,12 +306,6 @@ def test_nni_3_is_refused_because_its_speedup_fails_on_current_torch(monkeypatch
         model_pruning(TwoConvNet(), INPUT_SIZE, 0.5, backend="nni")
 
 
-def test_old_import_path_is_an_alias():
-    from basetrainer.pruning import nni_pruning
-
-    assert nni_pruning.model_pruning is model_pruning
-
-
 @pytest.mark.slow
 def test_importing_pruning_loads_neither_torchvision_nor_a_backend():
     code = (

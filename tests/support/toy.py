@@ -18,6 +18,8 @@ class ToyTrainer(EngineTrainer):
     """Linear classifier on Gaussian blobs; ``cfg`` keys beyond the trainer's: batch_size, lr,
     train_size, test_size, callbacks (a list), loss (a callable (outputs, targets) -> losses)."""
 
+    resume_settings = (*EngineTrainer.resume_settings, "lr", "batch_size")  # the task's own, as a task declares them
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.calls = []

@@ -83,7 +83,7 @@ class Fault(Callback):
     def on_batch_end(self, batch, logs=None):
         trainer = self.trainer
         if self.kill_at == (trainer.epoch, batch):
-            trainer.sharded_checkpointer.wait()
+            trainer.checkpoints.wait()
             torch.save(trainer.seen, os.path.join(trainer.cfg.work_dir, f"seen_before_kill{trainer.rank}.pt"))
             torch.save(trainer.lrs, os.path.join(trainer.cfg.work_dir, f"lrs_before_kill{trainer.rank}.pt"))
             comm.synchronize()
@@ -147,7 +147,7 @@ def main(cfg):
         torch.save({"param_bytes": local_bytes(list(trainer.model.parameters())),
                     "optimizer_bytes": local_bytes(optimizer_state), "batchnorm": batchnorm, "seen": trainer.seen,
                     "lrs": trainer.lrs,
-                    "accumulate": trainer.options.accumulate_grad_batches},
+                    "accumulate": trainer.state.accumulate_grad_batches},
                    os.path.join(os.path.dirname(cfg.out), f"rank{trainer.rank}.pt"))
 
 

@@ -1,0 +1,150 @@
+"""The parts of a training checkpoint that are not the engine's own: the model and optimizer (through the
+parallel strategy), the gradient scaler, the callbacks, the config, and every rank's random streams.
+
+A part has ``state_dict()``, which returns the entries it adds to the checkpoint (a dict of
+top-level keys; every rank calls it, so a part may use collectives), and
+``load_state_dict(saved, name)``, which reads its entries back from ``saved`` (the whole
+checkpoint; ``name`` says where it came from in messages). The keys are those checkpoints
+have always had, so files written by earlier releases load.
+"""
+from ..distributed import comm
+from ..errors import CheckpointError
+from ..parallel.base import unwrap_model
+from ..utils.log import get_logger
+from .rng import get_rng_state, set_rng_state
+from .weights import check_shapes, strip_prefixes
+
+logger = get_logger()
+
+
+class ModelAndOptimizer:
+    """The model's full weights and the optimizer's state, saved and loaded through the strategy that
+    spreads the model over devices (``model``, ``optimizer``), and a pruned model's architecture."""
+
+    def __init__(self, strategy, model, optimizer):
+        self.strategy, self.model, self.optimizer = strategy, model, optimizer
+
+    def weights(self) -> dict:
+        """The full weights on the CPU, keys free of wrapper prefixes (empty off rank 0 under FSDP)."""
+        return self.strategy.model_state_dict(self.model)
+
+    def architecture(self) -> dict:
+        """``{"architecture": spec}`` for a pruned model (its layer widths), else nothing."""
+        spec = getattr(unwrap_model(self.model), "pruning_spec", None)
+        return {"architecture": spec} if spec is not None else {}
+
+    def state_dict(self) -> dict:
+        return {"model": self.weights(), "optimizer": self.optimizer.state_dict(), **self.architecture()}
+
+    def load_state_dict(self, saved: dict, name: str) -> None:
+        for key in ("model", "optimizer"):
+            if key not in saved:
+                raise CheckpointError(f"{name} is not a full training checkpoint (no '{key}'); "
+                                      f"use finetune to load weights only")
+        weights = {strip_prefixes(key): value for key, value in saved["model"].items()}
+        check_shapes(self.model, weights, name)
+        self.strategy.load_model_state_dict(self.model, weights)
+        self.optimizer.load_state_dict(saved["optimizer"])
+
+
+class ScalerState:
+    """The fp16 gradient scaler's scale and growth tracker (None without one)."""
+
+    def __init__(self, scaler):
+        self.scaler = scaler
+
+    def state_dict(self) -> dict:
+        return {"scaler": self.scaler.state_dict() if self.scaler is not None else None}
+
+    def load_state_dict(self, saved: dict, name: str) -> None:
+        if self.scaler is not None and saved.get("scaler"):
+            self.scaler.load_state_dict(saved["scaler"])
+
+
+class CallbackStates:
+    """Each stateful callback's ``state_dict``, under a name that stays when other callbacks come
+    and go: its ``state_key``, by default its class's qualified name, numbered from the second
+    callback of a class on (``...EMA``, ``...EMA#2``). Checkpoints of earlier releases keyed them
+    by list position and class name (``"3:EMA"``); those still load."""
+
+    def __init__(self, callbacks):
+        self.callbacks = list(callbacks)
+
+    def keyed(self) -> list:
+        """``(key, position key of earlier releases, callback)`` for every callback that has a state."""
+        keyed, seen = [], {}
+        for position, callback in enumerate(self.callbacks):
+            name = getattr(callback, "state_key", None) or f"{type(callback).__module__}.{type(callback).__qualname__}"
+            seen[name] = seen.get(name, 0) + 1
+            key = name if seen[name] == 1 else f"{name}#{seen[name]}"
+            if hasattr(callback, "state_dict"):
+                keyed.append((key, f"{position}:{type(callback).__name__}", callback))
+        return keyed
+
+    def state_dict(self) -> dict:
+        return {"callbacks": {key: callback.state_dict() for key, _, callback in self.keyed()}}
+
+    def load_state_dict(self, saved: dict, name: str) -> None:
+        states = saved.get("callbacks", {})
+        for key, old_key, callback in self.keyed():
+            if not hasattr(callback, "load_state_dict"):
+                continue
+            state = states.get(key, states.get(old_key))
+            if state is not None:
+                callback.load_state_dict(state)
+            else:
+                logger.warning("%s holds no state for callback %s; it starts afresh", name, key)
+
+
+class ConfigRecord:
+    """The run's config, as plain data. On load, the main process names the ``settings`` (config keys
+    whose change alters what the remaining steps do) that differ from those the checkpoint was
+    written with: the run goes on with the new ones, so it does not continue the old one exactly."""
+
+    def __init__(self, config: dict, settings=()):
+        self.config, self.settings = config, tuple(settings)
+
+    def state_dict(self) -> dict:
+        return {"config": self.config}
+
+    def load_state_dict(self, saved: dict, name: str) -> None:
+        old = saved.get("config")
+        if not comm.is_main_process() or not isinstance(old, dict):
+            return
+        changed = [f"{key} {old[key]!r} -> {self.config[key]!r}" for key in self.settings
+                   if key in old and key in self.config and old[key] != self.config[key]]
+        if changed:
+            logger.warning("%s was written with other settings (%s): training goes on with the new ones, "
+                           "so it does not continue the old run exactly", name, ", ".join(changed))
+
+
+class RandomStreams:
+    """Every rank's python, numpy, torch and CUDA generators, gathered from all ranks on save. A loaded
+    rank's streams wait until the loop calls :meth:`restore` (after positioning the loader, so that
+    skipped batches draw nothing). Written by another number of processes, they cannot be matched to
+    ranks: ``reseed()`` seeds each rank afresh and the log says the continuation is not bit-exact."""
+
+    def __init__(self, rank: int, world_size: int, reseed=None):
+        self.rank, self.world_size, self.reseed = rank, world_size, reseed
+        self.pending = None
+
+    def state_dict(self) -> dict:
+        return {"rng": comm.all_gather(get_rng_state())}
+
+    def load_state_dict(self, saved: dict, name: str) -> None:
+        streams = saved.get("rng") or []
+        if len(streams) == self.world_size:
+            self.pending = streams[self.rank]
+            return
+        logger.warning("%s was written by %d process(es), this run has %d: random streams are reseeded, "
+                       "so the continuation is not bit-exact", name, len(streams), self.world_size)
+        self.pending = None
+        if self.reseed is not None:
+            self.reseed()
+
+    def restore(self) -> None:
+        """Puts back the loaded streams (once)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            set_rng_state(pending)
+
