@@ -2,8 +2,8 @@
 
 ``python -m pytest -m "not slow"`` is the fast tier: it starts no process and trains nothing
 end to end. A test is marked ``slow`` automatically when it lives in ``tests/e2e/`` or uses a
-fixture that runs a job (``SLOW_FIXTURES``); any other test that starts a process fails with
-a line saying to mark it (see :func:`no_processes_in_the_fast_tier`).
+fixture that runs a job (``SLOW_FIXTURES``); any other test that starts a process, itself or
+in a fixture it sets up, fails with a line saying to mark it (see :func:`pytest_runtest_setup`).
 """
 import logging
 import multiprocessing
@@ -15,8 +15,9 @@ import torch
 from support.processes import TINY, run_python
 
 # Fixtures that run jobs: a test that uses one is slow.
-SLOW_FIXTURES = {"tiny", "uninterrupted", "one_process_run", "two_process_run", "pruned_run", "trained",
-                 "fsdp_runs", "elastic_runs", "steps_runs", "logger_runs", "worker_run"}
+SLOW_FIXTURES = {"tiny", "uninterrupted", "one_process_run", "two_process_run", "pruned_run", "mlflow_run",
+                 "wandb_run", "killed_in_save", "evaluating_every_4_steps", "one_and_two_processes",
+                 "accumulating_run", "batchnorm_run", "trained"}
 SLOW_FOLDERS = {"e2e"}
 
 
@@ -27,19 +28,34 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
-@pytest.fixture(autouse=True)
-def no_processes_in_the_fast_tier(request, monkeypatch):
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
     """A test that is not marked slow may not start a process (a subprocess, a multiprocessing or
-    torch.multiprocessing worker): it fails naming the rule instead, so the fast tier stays fast."""
-    if request.node.get_closest_marker("slow"):
+    torch.multiprocessing worker), nor may the fixtures it sets up: it fails naming the rule
+    instead, so the fast tier stays fast. The guard stands from setup to teardown."""
+    if item.get_closest_marker("slow"):
+        yield
         return
+    guard = pytest.MonkeyPatch()
 
     def refuse(*args, **kwargs):
-        raise AssertionError(f"{request.node.nodeid} starts a process: mark it @pytest.mark.slow "
-                             f"(the fast tier starts none)")
+        raise AssertionError(f"{item.nodeid} starts a process: mark it @pytest.mark.slow (the fast tier starts none)")
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
-    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    guard.setattr(subprocess.Popen, "__init__", refuse)
+    guard.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    item.stash[_GUARD] = guard
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield
+    guard = item.stash.get(_GUARD, None)
+    if guard is not None:
+        guard.undo()
+
+
+_GUARD = pytest.StashKey()
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from basetrainer.config import (
     parser_config,
     save_config,
 )
-from basetrainer.errors import ConfigError
 from basetrainer.config import legacy as setup_config  # what the old path basetrainer.utils.setup_config is
+from basetrainer.errors import ConfigError
 from basetrainer.utils.file_utils import copy_file_to_dir
 
 

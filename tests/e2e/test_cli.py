@@ -1,14 +1,13 @@
 """The ``basetrainer`` command: --version, and ``train`` running the classification pipeline with its flags."""
 import os
 import shutil
-import subprocess
 
 import pytest
 from PIL import Image
 
 import basetrainer
 from basetrainer import cli
-from support.processes import run_python
+from support.processes import run_command, run_python
 
 
 def test_version_flag_prints_the_version():
@@ -23,7 +22,7 @@ def test_python_dash_m_basetrainer_is_the_command():
 
 @pytest.mark.skipif(shutil.which("basetrainer") is None, reason="the basetrainer command is not on PATH")
 def test_installed_command_runs():
-    result = subprocess.run(["basetrainer", "--version"], capture_output=True, text=True, timeout=60)
+    result = run_command(["basetrainer", "--version"], timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == f"basetrainer {basetrainer.__version__}"
 
 

@@ -1,7 +1,5 @@
 """The training loop: hooks, events, losses, accumulation, clipping, AMP, NaN handling, host syncs."""
 import collections
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -10,6 +8,7 @@ import torch.nn as nn
 from basetrainer.engine.events import Callback
 from basetrainer.errors import ConfigError, NonFiniteLossError
 from basetrainer.utils.batch import move_to_device
+from support.processes import run_python
 from support.toy import Crash, EventLog, ToyTrainer, toy_cfg
 
 
@@ -379,5 +378,5 @@ def test_batches_move_to_the_device_whatever_their_structure():
 @pytest.mark.slow
 def test_importing_basetrainer_prints_nothing_and_loads_no_torchvision():
     code = "import sys, basetrainer; assert basetrainer.__version__; print('torchvision' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = run_python(["-c", code], check=True)
     assert (result.stdout, result.stderr) == ("False\n", "")

@@ -8,7 +8,6 @@ import csv
 import glob
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -202,6 +201,7 @@ def test_mlflow_artifacts_are_the_pictures_and_the_final_weights_under_the_work_
     assert run.info.status == "FINISHED"
 
 
+@pytest.mark.slow  # MLflow starts a process
 def test_a_resumed_run_continues_the_same_mlflow_run(tmp_path):
     pytest.importorskip("mlflow")
     train(tmp_path, ["mlflow"], num_epochs=1)
@@ -218,8 +218,7 @@ def test_a_resumed_run_continues_the_same_mlflow_run(tmp_path):
 # ---------------------------------------------------------------------- W&B
 def wandb_records(run_dir):
     """The records of an offline run's .wandb file, as wandb's own reader prints them."""
-    result = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_dir)],
-                            capture_output=True, text=True, timeout=60)
+    result = run_python(["-m", "wandb", "leet", "inspect", "--json", run_dir], timeout=60)
     assert result.returncode == 0, result.stderr
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 

@@ -3,8 +3,6 @@ import csv
 import logging
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -16,6 +14,7 @@ from basetrainer.metric.accuracy_recorder import AccuracyRecorder
 from basetrainer.metric.classification_report import confusion_matrix, format_report, precision_recall_f1
 from basetrainer.utils.log import get_logger
 from support import WORKERS
+from support.processes import run_python
 from support.toy import ToyTrainer, toy_cfg
 from support.workers.metrics_worker import CLASSES, ClassifierTrainer, blobs, cfg, make_model
 
@@ -266,9 +265,7 @@ def test_multi_losses_mid_epoch_state_carries_the_partial_means():
 # ---------------------------------------------------------------------- 2 processes
 @pytest.mark.slow
 def test_two_processes_log_once_and_match_single_process_accuracy(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    result = subprocess.run([sys.executable, WORKER, str(tmp_path)], capture_output=True, text=True, timeout=120,
-                            env=env, cwd=os.path.dirname(WORKER))
+    result = run_python([WORKER, tmp_path], timeout=120, cwd=os.path.dirname(WORKER))
     assert result.returncode == 0, result.stderr[-3000:]
 
     model = make_model()

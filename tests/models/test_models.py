@@ -1,8 +1,6 @@
 """Models build by name, train one step, and load pretrained weights without any network."""
 import logging
 import os
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 
@@ -12,6 +10,7 @@ import torch
 from basetrainer.errors import CheckpointError, ConfigError
 from basetrainer.models import get_models
 from basetrainer.models.build_models import get_models as get_models_old_path
+from support.processes import run_python
 
 NUM_CLASSES = 3
 
@@ -63,7 +62,7 @@ def test_old_import_path_is_the_same_function():
 @pytest.mark.slow  # a fresh interpreter: the only place where torchvision is not imported yet
 def test_importing_basetrainer_models_does_not_import_torchvision():
     code = "import sys, basetrainer.models; sys.exit('torchvision' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+    assert run_python(["-c", code]).returncode == 0
 
 
 @pytest.mark.parametrize("net_type", [

@@ -4,7 +4,6 @@ import json
 import logging
 import os
 import socket
-import subprocess
 import sys
 import types
 
@@ -22,6 +21,7 @@ from basetrainer.pruning import (
     profile_model,
 )
 from basetrainer.pruning.report import example_input_shape
+from support.processes import run_python
 
 REPO = str(support.REPO)
 INPUT_SIZE = [1, 3, 64, 64]
@@ -312,7 +312,7 @@ def test_importing_pruning_loads_neither_torchvision_nor_a_backend():
         "import sys, basetrainer.pruning; "
         "print([m for m in ('torchvision', 'torch_pruning', 'nni') if m in sys.modules])"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    result = run_python(["-c", code], cwd=REPO, check=True)
     assert result.stdout.strip() == "[]"
 
 
@@ -321,12 +321,8 @@ def test_pruning_under_two_processes_gives_every_rank_rank_0s_model(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-    subprocess.run(
-        [sys.executable, os.path.join(REPO, "tests", "support", "prune_worker.py"), str(port), str(tmp_path)],
-        cwd=REPO, env=env, check=True, timeout=120,
-    )
+    run_python([os.path.join(REPO, "tests", "support", "prune_worker.py"), port, tmp_path], cwd=REPO, check=True,
+               timeout=120, env={"PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")})
 
     rank0, rank1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert rank0["spec"]["layer1.0.conv1"]["out_channels"] == 32

@@ -31,3 +31,10 @@ def run_python(args, timeout=240, env=None, cwd=None, check=False):
 def popen_python(args, env=None, cwd=None, **kwargs):
     """Starts ``python args...`` without waiting (several machines of one job, say); returns the Popen."""
     return subprocess.Popen([sys.executable, *map(str, args)], env=python_env(env), cwd=cwd or TESTS, **kwargs)
+
+
+def run_command(args, timeout=240, env=None, cwd=None):
+    """Runs an installed command (``basetrainer ...``, a console script that starts Python) as
+    :func:`run_python` runs Python."""
+    return subprocess.run([*map(str, args)], capture_output=True, text=True, timeout=timeout, env=python_env(env),
+                          cwd=cwd or TESTS)
