@@ -6,24 +6,19 @@ below are resolved on first use. It also installs the import hook that maps the 
 import paths (see :mod:`basetrainer.old_paths`).
 """
 from . import old_paths as _old_paths
+from .utils.lazy import lazy_attributes, names_of
 
 __version__ = "2.0.0"
 
 _LAZY = {
-    "EngineTrainer": "basetrainer.engine.trainer",
-    "launch": "basetrainer.distributed.launch",
-    "Callback": "basetrainer.engine.events",
-    "RunState": "basetrainer.engine.state",
+    "basetrainer.engine.trainer": ("EngineTrainer",),
+    "basetrainer.distributed.launch": ("launch",),
+    "basetrainer.engine.events": ("Callback", "Event"),
+    "basetrainer.engine.state": ("RunState",),
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", *names_of(_LAZY)]
 
 _old_paths.install()
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'basetrainer' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

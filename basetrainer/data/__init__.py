@@ -4,33 +4,16 @@ datasets of the built-in pipelines: a checked ImageFolder and the bundled handwr
 Importing this package loads nothing: the names below are resolved on first use, so the
 engine's loaders come without torchvision (which ``folder`` imports).
 """
+from ..utils.lazy import lazy_attributes, names_of
+
 _LAZY = {
-    "build_dataloader": "basetrainer.data.loaders",
-    "iterate_from": "basetrainer.data.loaders",
-    "num_batches": "basetrainer.data.loaders",
-    "num_samples": "basetrainer.data.loaders",
-    "is_sharded": "basetrainer.data.loaders",
-    "has_length": "basetrainer.data.loaders",
-    "sample_order": "basetrainer.data.loaders",
-    "set_batch_size": "basetrainer.data.loaders",
-    "set_epoch": "basetrainer.data.loaders",
-    "find_sampler": "basetrainer.data.samplers",
-    "TrainSampler": "basetrainer.data.samplers",
-    "StreamSampler": "basetrainer.data.samplers",
-    "EvalSampler": "basetrainer.data.samplers",
-    "CheckedImageFolder": "basetrainer.data.folder",
-    "check_same_classes": "basetrainer.data.folder",
-    "load_digits": "basetrainer.data.digits",
-    "split_indices": "basetrainer.data.digits",
-    "write_digits_imagefolder": "basetrainer.data.digits",
+    "basetrainer.data.loaders": ("build_dataloader", "iterate_from", "num_batches", "num_samples", "is_sharded",
+                                 "has_length", "sample_order", "set_batch_size", "set_epoch"),
+    "basetrainer.data.samplers": ("find_sampler", "TrainSampler", "StreamSampler", "EvalSampler"),
+    "basetrainer.data.folder": ("CheckedImageFolder", "check_same_classes"),
+    "basetrainer.data.digits": ("load_digits", "split_indices", "write_digits_imagefolder"),
 }
 
-__all__ = list(_LAZY)
+__all__ = names_of(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'basetrainer.data' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -16,23 +16,15 @@ ONNX needs ``pip install "basetrainer[onnx]"`` (onnx, onnxruntime, onnxscript, o
 Importing this package loads nothing: the names below are resolved on first use, so that
 ``basetrainer.export.onnx_engine`` can use :mod:`.onnx_tools` without the model zoo.
 """
+from ..utils.lazy import lazy_attributes, names_of
+
 _LAZY = {
-    "FORMATS": "basetrainer.export.exporter",
-    "ExportResult": "basetrainer.export.exporter",
-    "export_model": "basetrainer.export.exporter",
-    "LoadedModel": "basetrainer.export.from_checkpoint",
-    "model_from_checkpoint": "basetrainer.export.from_checkpoint",
-    "MissingDependencyError": "basetrainer.export.onnx_tools",
-    "read_weights": "basetrainer.export.weights",
-    "write_weights": "basetrainer.export.weights",
+    "basetrainer.export.exporter": ("FORMATS", "ExportResult", "export_model"),
+    "basetrainer.export.from_checkpoint": ("LoadedModel", "model_from_checkpoint"),
+    "basetrainer.export.onnx_tools": ("MissingDependencyError",),
+    "basetrainer.export.weights": ("read_weights", "write_weights"),
 }
 
-__all__ = list(_LAZY)
+__all__ = names_of(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'basetrainer.export' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
