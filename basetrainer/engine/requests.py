@@ -74,6 +74,7 @@ class TrainerRequests:
             "run": state,
             "layout": DataLayout(self.train_loader, state, self.world_size),
             "config": parts.ConfigRecord(to_plain(self.cfg), self.resume_settings),
+            **self.strategy.checkpoint_parts(),
         }, position=state.position, reseed=reseed)
 
     def loader(self, phase: str):

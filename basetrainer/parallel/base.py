@@ -82,6 +82,11 @@ class Strategy:
         """The full weights on the CPU, keys without wrapper prefixes (every rank calls it)."""
         return {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()}
 
+    def checkpoint_parts(self) -> dict:
+        """The strategy's own parts of a training checkpoint, by name (see :mod:`basetrainer.checkpoint.parts`):
+        state it keeps beside the model and the optimizer that a resume must put back. None here."""
+        return {}
+
     def load_model_state_dict(self, model: nn.Module, state: dict) -> None:
         """Loads full, prefix-free weights (as ``model_state_dict`` gives them) into ``model``."""
         unwrap_model(model).load_state_dict(state)
