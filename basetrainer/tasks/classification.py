@@ -46,7 +46,7 @@ from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
 from ..scheduler.build_scheduler import get_scheduler
 from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
-from .classification_config import DEFAULT_TEST_DATA, DEFAULT_TRAIN_DATA, get_parser, parse_config
+from .classification_config import DEFAULT_TEST_DATA, DEFAULT_TRAIN_DATA, check_task_config, get_parser, parse_config
 
 __all__ = ["ClassificationTrainer", "build_transform", "get_parser", "parse_config", "prepare_data", "run", "train", "main"]
 
@@ -213,7 +213,8 @@ def run(cfg):
 
 
 def train(cfg):
-    """Prepares the data and runs :func:`run` in as many processes as ``cfg`` asks for."""
+    """Checks ``cfg``, prepares the data and runs :func:`run` in as many processes as ``cfg`` asks for."""
+    check_task_config(cfg)
     prepare_data(cfg)
     launch(run, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
            machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed, args=(cfg,),
