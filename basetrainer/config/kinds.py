@@ -95,11 +95,11 @@ class Boolean(Kind):
 
 
 class Text(Kind):
-    """A str; ``non_empty`` refuses ""; ``pattern`` (a regular expression the whole text must match, described
-    by ``pattern_help``) narrows it."""
+    """A str; ``non_empty`` refuses ""; ``pattern`` (a regular expression the whole text must match) narrows
+    it. ``meaning`` says in words what the text is ("a path"; ``plural``: "paths")."""
 
-    def __init__(self, non_empty: bool = False, pattern: Optional[str] = None, pattern_help: str = ""):
-        self.non_empty, self.pattern, self.pattern_help = non_empty, pattern, pattern_help
+    def __init__(self, non_empty: bool = False, pattern: Optional[str] = None, meaning: str = "", plural: str = ""):
+        self.non_empty, self.pattern, self.meaning, self.plural = non_empty, pattern, meaning, plural
 
     def check(self, value):
         if not isinstance(value, str) or (self.non_empty and not value.strip()):
@@ -111,8 +111,8 @@ class Text(Kind):
         return value
 
     def describe(self, plural=False):
-        if self.pattern_help:
-            return self.pattern_help
+        if self.meaning:
+            return self.plural or self.meaning if plural else self.meaning
         return ("non-empty texts" if plural else "a non-empty text") if self.non_empty else ("texts" if plural else "a text")
 
 
@@ -148,6 +148,8 @@ class Choice(Kind):
         names = [_yaml_word(choice) for choice in self.choices]
         if len(names) < 3:
             return " or ".join(names)
+        if plural:  # "a list of tensorboard, csv or mlflow"
+            return f"{', '.join(names[:-1])} or {names[-1]}"
         return f"one of {', '.join(names)}"
 
 

@@ -11,7 +11,7 @@ from ..config.schema import Schema, Setting
 
 AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                "bfloat16": "bf16", "float16": "fp16", "half": "fp16", True: "true", False: "none"}
-CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", pattern_help="a class name"), single=True)
+CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
 LOOP_SETTINGS = Schema([
     # ---------------------------------------------------------------- how long
@@ -55,7 +55,7 @@ LOOP_SETTINGS = Schema([
             "bitwise equal", group="training loop"),
     # ---------------------------------------------------------------- devices and processes
     Setting("gpu_id", OneOf(Integer(minimum=-1), ListOf(Integer(minimum=-1)),
-                            Text(pattern=r"-?[0-9]+", pattern_help="a GPU number as text")), None,
+                            Text(pattern=r"-?[0-9]+", meaning="a GPU number as text")), None,
             "GPUs to use (null, [] or -1: the CPU; without CUDA, the CPU)", nullable=True, group="runtime"),
     Setting("strategy", Choice("ddp", "fsdp"), "ddp",
             "with several processes: ddp (whole model in every process) or fsdp (parameters, gradients and "
@@ -89,10 +89,10 @@ LOOP_SETTINGS = Schema([
     Setting("profile_steps", ListOf(Integer(minimum=0), length=3, meaning="[wait, warmup, active]"), None,
             "batches skipped, traced and dropped, then traced (null: [1, 1, 3] when profile is true); "
             "setting it turns the profiler on", unit="batches", nullable=True, group="runtime"),
-    Setting("work_dir", Text(non_empty=True), None, "where checkpoints and logs go", nullable=True, group="runtime",
+    Setting("work_dir", Text(non_empty=True, meaning="a path"), None, "where checkpoints and logs go", nullable=True, group="runtime",
             flag={}),
     # ---------------------------------------------------------------- checkpoints
-    Setting("resume", OneOf(Text(), Choice(False)), None,
+    Setting("resume", OneOf(Text(meaning="auto or a checkpoint path"), Choice(False)), None,
             "continue a run: auto (the newest last.pth under work_dir) or a checkpoint path (null, false: start "
             "afresh)", nullable=True, group="checkpoints", flag={}),
 ])

@@ -16,7 +16,8 @@ DEFAULT_TEST_DATA = "data/digits/val"
 DEFAULT_NUM_EPOCHS = 12
 MAX_IMAGE_SIDE = 8192  # pixels an image is resized to, at most: beyond it one image takes gigabytes
 
-# The sections of config.yaml and of --help, in order; "command line" keys are not in config.yaml.
+# The sections of --help and of the references, in order, and their titles. config.yaml leaves out the
+# file it would name and what a run writes itself.
 GROUPS = {
     "command line": "command line",
     "data": "data",
@@ -27,9 +28,11 @@ GROUPS = {
     "checkpoints": "checkpoints",
     "pruning": "pruning",
     "callbacks": "other callbacks",
+    "run": "written by the run",
 }
+CONFIG_YAML_GROUPS = {group: title for group, title in GROUPS.items() if group not in ("command line", "run")}
 
-_PATH = Text(non_empty=True)
+_PATH = Text(non_empty=True, meaning="a path")
 
 TASK_ONLY = Schema([
     Setting("config_file", _PATH, None, "YAML config file (configs/config.yaml documents every key)",
@@ -59,14 +62,14 @@ TASK_ONLY = Schema([
             "an unreadable image: raise (stop, naming the file) or skip (warn, use another)", group="data"),
     # ---------------------------------------------------------------- model
     Setting("net_type", Named(model_name, "a torchvision classification model: resnet18, mobilenet_v2, ..."),
-            "resnet18", "the network: any torchvision classification model", group="model", flag={}),
+            "resnet18", "the network", group="model", flag={}),
     Setting("width_mult", Number(0, 4, above=True), 1.0, "width multiplier, MobileNets only", group="model",
             flag={}),
     Setting("pretrained", OneOf(Boolean(), _PATH), False,
             "true for torchvision's ImageNet weights (downloaded once), or a weights file", group="model"),
-    Setting("num_classes", Integer(minimum=1), None, "read from the data (a saved config.yaml holds it)",
-            nullable=True, group="model"),
-    Setting("classes", ListOf(Text()), None, "the class names, read from the data", nullable=True, group="model"),
+    Setting("num_classes", Integer(minimum=1), None, "the number of classes, read from the data", nullable=True,
+            group="run"),
+    Setting("classes", ListOf(Text()), None, "the class names, read from the data", nullable=True, group="run"),
     # ---------------------------------------------------------------- optimisation
     Setting("optim_type", Named(optimizer_name, "SGD, Adam, AdamW or RMSprop"), "SGD", "the optimizer",
             group="optimisation", flag={}),
@@ -97,7 +100,7 @@ TASK_ONLY = Schema([
             flag={}),
     Setting("loggers", ListOf(Choice("tensorboard", "csv", "mlflow", "wandb"), unique=True), ["tensorboard", "csv"],
             "where the run's metrics go (mlflow and wandb need their extras)", group="runtime"),
-    Setting("mlflow_tracking_uri", _PATH, None, "MLflow store (null: MLFLOW_TRACKING_URI, else SQLite under "
+    Setting("mlflow_tracking_uri", Text(non_empty=True, meaning="a URI or a path"), None, "MLflow store (null: MLFLOW_TRACKING_URI, else SQLite under "
             "work_dir)", nullable=True, group="runtime"),
     Setting("wandb_mode", Choice("online", "offline", "disabled"), None, "W&B's mode (null: what W&B does, "
             "WANDB_MODE or online)", nullable=True, group="runtime"),

@@ -99,22 +99,6 @@ def write_yaml(folder, text):
 # ---------------------------------------------------------------------- config
 
 
-def test_config_yaml_mirrors_the_parser_defaults():
-    defaults = vars(classification.get_parser().parse_args([]))
-    for key in ("config_file", "opts", "overrides"):
-        defaults.pop(key)
-    shipped = load_config(CONFIG)
-    assert shipped == defaults
-    assert {k: type(v) for k, v in shipped.items()} == {k: type(v) for k, v in defaults.items()}
-
-
-def test_every_key_of_config_yaml_has_a_comment():
-    with open(CONFIG) as stream:
-        lines = [line for line in stream if line[:1].isalpha()]
-    assert len(lines) == len(load_config(CONFIG))
-    assert [line.split(":")[0] for line in lines if "#" not in line] == []
-
-
 def test_flag_beats_yaml_beats_default(tmp_path):
     path = write_yaml(tmp_path, "lr: 0.2\nbatch_size: 16\n")
     cfg = parse("-c", path, "--lr", "0.3")
