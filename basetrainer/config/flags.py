@@ -3,7 +3,7 @@ import argparse
 import copy
 import sys
 
-from .kinds import Boolean, ListOf
+from .kinds import Boolean, Invalid, ListOf
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -15,11 +15,13 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def add_setting_flags(parser, schema, group_titles=None):
+def add_setting_flags(parser, schema, group_titles=None, checked=False):
     """Adds ``schema``'s settings to ``parser``: a flag for each one that declares one, in argument groups
     by ``group`` (titled by ``group_titles``), and the default of every other one (set as YAML or
     ``key=value``). The help of a flag is the setting's help, what it accepts and its unit. Groups are made
-    in the order of ``group_titles``, then as met."""
+    in the order of ``group_titles``, then as met. ``checked``: argparse checks each value against its kind
+    (its refusal is then "argument --topk: expects an integer >= 1, got 0"); otherwise the caller checks
+    the values, knowing where each came from."""
     titles = dict(group_titles or {})
     flagged = [setting for setting in schema if setting.flag is not None]
     order = [*titles, *(setting.group for setting in flagged if setting.group not in titles)]
@@ -31,6 +33,8 @@ def add_setting_flags(parser, schema, group_titles=None):
             continue
         # A flag that declares its own action says all: store_const takes no type, for instance.
         options = dict(setting.flag) if "action" in setting.flag else {**_implied_options(setting), **setting.flag}
+        if checked and "type" in options:
+            options["type"] = _checked_type(setting.kind.item if isinstance(setting.kind, ListOf) else setting.kind)
         names = options.pop("names", (f"--{setting.name}",))
         groups[setting.group].add_argument(*names, dest=setting.name, default=copy.deepcopy(setting.default),
                                            help=flag_help(setting), **options)
@@ -52,3 +56,17 @@ def _implied_options(setting) -> dict:
         same = kind.min_length == kind.max_length
         return {"nargs": kind.min_length if same else ("+" if kind.min_length else "*"), "type": kind.flag_type}
     return {"type": kind.flag_type}
+
+
+def _checked_type(kind):
+    """An argparse ``type`` that converts a flag's text as ``kind.flag_type`` does, then checks it against ``kind``."""
+    def convert(text):
+        value = kind.flag_type(text)  # a ValueError here is argparse's "invalid int value: 'x'"
+        try:
+            return kind.check(value)
+        except Invalid as error:
+            detail = f": {error.detail}" if error.detail else ""
+            raise argparse.ArgumentTypeError(f"expects {kind.describe()}, got {text}{detail}") from None
+
+    convert.__name__ = kind.flag_type.__name__
+    return convert

@@ -26,8 +26,10 @@ from .classification_settings import (
     TASK_SETTINGS,
 )
 
-__all__ = ["DEFAULT_NUM_EPOCHS", "DEFAULT_TEST_DATA", "DEFAULT_TRAIN_DATA", "check_task_config", "get_parser",
-           "parse_config"]
+__all__ = ["DEFAULT_NUM_EPOCHS", "DEFAULT_TEST_DATA", "DEFAULT_TRAIN_DATA", "TRANSFORM_KEYS", "check_task_config",
+           "check_transform", "get_parser", "parse_config"]
+
+TRANSFORM_KEYS = ("input_size", "crop_ratio", "rgb_mean", "rgb_std")  # what build_transform reads
 
 
 def get_parser(prog=None):
@@ -73,22 +75,21 @@ def check_task_config(cfg, sources=None):
     """Checks ``cfg`` (a complete task config) against the declarations and its keys against each other,
     before anything is made from it: a one-line ConfigError for the first problem. ``sources`` says where
     each key's value came from; without it, the config as given is named."""
-    source = (sources or {}).get
-    TASK_SETTINGS.check(cfg, lambda key: source(key) or "in the config", strict=True)
+    given = sources or {}
+
+    def source(key):
+        return given.get(key) or "in the config"
 
     def named(*keys):
-        return ", ".join(f"{key} {cfg[key]!r} ({source(key) or 'in the config'})" for key in keys)
+        return _named(cfg, source, keys)
 
+    TASK_SETTINGS.check(cfg, source, strict=True)
     if cfg.num_epochs is not None and cfg.max_iters is not None:
         raise ConfigError(f"{named('num_epochs', 'max_iters')}: a run is one or the other; set num_epochs: null to "
                           f"train for max_iters")
     if cfg.machine_rank >= cfg.num_machines:
         raise ConfigError(f"{named('machine_rank', 'num_machines')}: machine_rank counts from 0 to num_machines - 1")
-    resized = max(round(side / cfg.crop_ratio) for side in cfg.input_size)
-    if resized > MAX_IMAGE_SIDE:
-        raise ConfigError(f"{named('input_size', 'crop_ratio')}: images would be resized to {resized} pixels "
-                          f"(input_size / crop_ratio) before cropping, more than {MAX_IMAGE_SIDE}; raise crop_ratio "
-                          f"or lower input_size")
+    check_transform(cfg, source)
     _check_schedule(cfg, named)
     for key in ("pretrained", "finetune"):
         path = cfg[key]
@@ -98,6 +99,22 @@ def check_task_config(cfg, sources=None):
         check_model_options(cfg.net_type, cfg.width_mult, cfg.pretrained, cfg.input_size)
     except ConfigError as error:
         raise ConfigError(f"{error} (given {named('net_type', 'width_mult', 'input_size')})") from None
+
+
+def check_transform(cfg, source) -> None:
+    """Checks the keys images are transformed by (``TRANSFORM_KEYS``; ``source(key)`` says where each came
+    from), and that the size images are resized to stays within ``MAX_IMAGE_SIDE``."""
+    TASK_SETTINGS.check({key: cfg[key] for key in TRANSFORM_KEYS}, source)
+    resized = max(round(side / cfg["crop_ratio"]) for side in cfg["input_size"])
+    if resized > MAX_IMAGE_SIDE:
+        raise ConfigError(f"{_named(cfg, source, ('input_size', 'crop_ratio'))}: images would be resized to {resized} "
+                          f"pixels (input_size / crop_ratio) before cropping, more than {MAX_IMAGE_SIDE}; raise "
+                          f"crop_ratio or lower input_size")
+
+
+def _named(cfg, source, keys) -> str:
+    """``input_size [32, 32] (from --input_size), crop_ratio 0.5 (in c.yaml line 3)``: keys, values, sources."""
+    return ", ".join(f"{key} {cfg[key]!r} ({source(key)})" for key in keys)
 
 
 def _check_schedule(cfg, named):

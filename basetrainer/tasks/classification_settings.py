@@ -1,12 +1,12 @@
-"""Every config key of the classification task, declared once: the loop's keys (with the task's defaults)
-and the task's own. Its command line (:mod:`.classification_config`), ``configs/config.yaml`` and
+"""Every config key of the classification task, declared once: the loop's keys (with the task's defaults),
+the model's and the task's own. Its command line (:mod:`.classification_config`), ``configs/config.yaml`` and
 ``docs/configuration.md`` (:mod:`.reference`) are made from these."""
-from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
+from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, Text
 from ..config.schema import Schema, Setting
 from ..criterion.criterion import loss_name
 from ..distributed.process_group import check_dist_url
 from ..engine.settings import LOOP_SETTINGS
-from ..models.build_models import model_name
+from ..models.settings import MODEL_SETTINGS
 from ..optimizer.build_optimizer import optimizer_name
 from ..pruning.pruner import prune_mode_name
 from ..scheduler.build_scheduler import schedule_name
@@ -43,8 +43,6 @@ TASK_ONLY = Schema([
             "default is missing)", group="data", flag={}),
     Setting("test_data", Text(), DEFAULT_TEST_DATA, "evaluation ImageFolder with the same class folders (\"\": none)",
             nullable=True, group="data", flag={}),
-    Setting("input_size", ListOf(Integer(minimum=1, maximum=4096), length=2, meaning="[width, height]"), [32, 32],
-            "network input width and height", unit="pixels", group="data", flag={"metavar": ("W", "H")}),
     Setting("crop_ratio", Number(0, 1, above=True), 0.875,
             "images are resized to input_size / crop_ratio, then cropped to input_size (at random for training, "
             "in the centre for testing)", group="data"),
@@ -60,16 +58,6 @@ TASK_ONLY = Schema([
             group="data", flag={}),
     Setting("on_bad_image", Choice("raise", "skip"), "raise",
             "an unreadable image: raise (stop, naming the file) or skip (warn, use another)", group="data"),
-    # ---------------------------------------------------------------- model
-    Setting("net_type", Named(model_name, "a torchvision classification model: resnet18, mobilenet_v2, ..."),
-            "resnet18", "the network", group="model", flag={}),
-    Setting("width_mult", Number(0, 4, above=True), 1.0, "width multiplier, MobileNets only", group="model",
-            flag={}),
-    Setting("pretrained", OneOf(Boolean(), _PATH), False,
-            "true for torchvision's ImageNet weights (downloaded once), or a weights file", group="model"),
-    Setting("num_classes", Integer(minimum=1), None, "the number of classes, read from the data", nullable=True,
-            group="run"),
-    Setting("classes", ListOf(Text()), None, "the class names, read from the data", nullable=True, group="run"),
     # ---------------------------------------------------------------- optimisation
     Setting("optim_type", Named(optimizer_name, "SGD, Adam, AdamW or RMSprop"), "SGD", "the optimizer",
             group="optimisation", flag={}),
@@ -135,7 +123,8 @@ TASK_ONLY = Schema([
             group="callbacks"),
 ])
 
-# The loop's keys as the task sets them: its own defaults where a run of the example needs them.
+# The loop's keys as the task sets them (its own defaults where a run of the example needs them), the keys
+# the model is built from, and the task's own.
 TASK_SETTINGS = (
     LOOP_SETTINGS
     .replace("num_epochs", default=None, nullable=True,
@@ -145,5 +134,6 @@ TASK_SETTINGS = (
                   "processes)")
     .replace("work_dir", default="work_dirs/classification", nullable=False,
              help="outputs: config.yaml, model/ (checkpoints), log/ (text log, history, TensorBoard events)")
+    + MODEL_SETTINGS
     + TASK_ONLY
 )
