@@ -120,7 +120,7 @@ def main(argv=None):
         return export(args)
     if args.command == "predict":
         return predict(args)
-    parser.error("give a command: train, export or predict")
+    parser.error("give a command: train, export or predict (e.g. basetrainer train --help)")
 
 
 if __name__ == "__main__":

@@ -60,7 +60,10 @@ def get_models(
         kwargs["width_mult"] = width_mult
     kwargs.update(_input_size_kwargs(name, input_size))
 
-    model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+    try:
+        model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+    except (ValueError, AssertionError) as error:  # e.g. MaxViT: an input_size its windows do not divide
+        raise ConfigError(f"{name} cannot be built for input_size {input_size}: {_first_line(error)}") from None
     if pretrained is True:
         _load_pretrained(model, _torchvision_weights_file(name, tv), name)
     elif pretrained:
@@ -68,6 +71,27 @@ def get_models(
             raise ConfigError(f"pretrained={str(pretrained)!r}: no such file; give a weights file, True or False")
         _load_pretrained(model, os.fspath(pretrained), name)
     return model
+
+
+def check_input_size(model: nn.Module, input_size, net_type: str) -> None:
+    """Runs ``model`` (on the CPU, in eval mode, without gradients) on one blank image of ``input_size``
+    ``[width, height]``: a size the network cannot take (too small for its kernels and strides, not a
+    multiple of its patches) is a one-line ConfigError here rather than a traceback at the first batch."""
+    width, height = input_size
+    training = model.training
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros(1, 3, height, width))
+    except (RuntimeError, ValueError, AssertionError) as error:
+        raise ConfigError(f"net_type {net_type} cannot take input_size {list(input_size)} ({_first_line(error)}); "
+                          f"raise input_size, e.g. to [224, 224]") from None
+    finally:
+        model.train(training)
+
+
+def _first_line(error) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def check_model_options(net_type: str, width_mult: float = 1.0, pretrained=False, input_size=None) -> str:

@@ -20,8 +20,8 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from ..config import Config
-from ..engine.trainer import EngineTrainer
 from ..data.folder import image_error_reason
+from ..engine.trainer import EngineTrainer
 from ..errors import CheckpointError, ConfigError, DataError
 from ..export import model_from_checkpoint
 from ..utils.file_utils import atomic_write

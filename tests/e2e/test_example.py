@@ -127,12 +127,13 @@ def test_amp_flag_takes_no_value_so_overrides_may_follow():
 
 
 def test_dotted_override_into_a_plain_key_is_refused():
-    with pytest.raises(ConfigError, match="config key 'lr' expects float"):
+    with pytest.raises(ConfigError, match="config key 'lr' expects a number > 0"):
         parse("lr.value=0.1")
 
 
 def test_input_size_needs_width_and_height(tmp_path):
-    with pytest.raises(ConfigError, match=r"input_size expects \[width, height\], got \[32\]"):
+    with pytest.raises(ConfigError, match=r"config key 'input_size' expects a list of 2 integers in \[1, 4096\] "
+                                          r"\[width, height\], got list \[32\]"):
         parse("-c", write_yaml(tmp_path, "input_size: [32]\n"))
 
 
@@ -144,7 +145,7 @@ def test_unknown_yaml_key_suggests_the_right_one(tmp_path):
 
 def test_wrong_type_names_the_key_and_the_expected_type(tmp_path):
     path = write_yaml(tmp_path, "batch_size: big\n")
-    with pytest.raises(ConfigError, match="config key 'batch_size' expects int, got str 'big'"):
+    with pytest.raises(ConfigError, match="config key 'batch_size' expects an integer >= 1, got str 'big'"):
         parse("-c", path)
 
 
