@@ -215,6 +215,31 @@ class ListOf(Kind):
         return f"{self.item.describe()} or {what}" if self.single else what
 
 
+class Positions(Kind):
+    """A list (or tuple) of as many values as ``kinds``, each of its position's kind; ``names`` name the
+    positions in words."""
+
+    def __init__(self, *kinds: Kind, names: tuple):
+        self.kinds, self.names = kinds, names
+
+    def check(self, value):
+        if not isinstance(value, (list, tuple)):
+            raise Invalid()
+        if len(value) != len(self.kinds):
+            raise Invalid(f"it has {len(value)} item{'s' if len(value) != 1 else ''}")
+        items = []
+        for name, kind, item in zip(self.names, self.kinds, value):
+            try:
+                items.append(kind.check(item))
+            except Invalid as error:
+                raise Invalid(f"{name} is {shown(item)}" + (f": {error.detail}" if error.detail else "")) from None
+        return items
+
+    def describe(self, plural=False):
+        kinds = ", ".join(kind.describe() for kind in self.kinds)
+        return f"[{', '.join(self.names)}]: {kinds}"
+
+
 class OneOf(Kind):
     """The first of ``kinds`` that takes the value."""
 

@@ -85,7 +85,8 @@ class LoopOptions:
         values = LOOP_SETTINGS.read(cfg, source="in the trainer's config")
         if values["max_iters"] is not None and _given(cfg, "num_epochs"):
             raise ConfigError(f"num_epochs ({values['num_epochs']}) and max_iters ({values['max_iters']}) are both "
-                              f"set: a run is one or the other; set num_epochs: null to train for max_iters")
+                              f"set (in the trainer's config): a run is one or the other; set num_epochs: null to "
+                              f"train for max_iters")
         profile = values.pop("profile")
         return cls(**{
             **values,
@@ -110,9 +111,6 @@ def _profile_steps(steps, profile) -> Optional[tuple]:
     """``profile_steps`` as ``(wait, warmup, active)``; ``PROFILE_STEPS`` for ``profile: true``; None: off."""
     if steps is None:
         return PROFILE_STEPS if profile else None
-    if steps[2] < 1:
-        raise ConfigError(f"config key 'profile_steps' expects {LOOP_SETTINGS['profile_steps'].kind.describe()} with "
-                          f"active >= 1, e.g. [1, 1, 3], got {steps!r} (in the trainer's config)")
     return tuple(steps)
 
 

@@ -6,7 +6,7 @@ line, ``configs/config.yaml`` and ``docs/configuration.md`` are made from them. 
 """
 import argparse
 
-from ..config.kinds import Boolean, Choice, Integer, ListOf, Number, OneOf, Text
+from ..config.kinds import Boolean, Choice, Integer, ListOf, Number, OneOf, Positions, Text
 from ..config.schema import Schema, Setting
 
 AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
@@ -86,7 +86,8 @@ LOOP_SETTINGS = Schema([
             group="runtime", flag={"action": argparse.BooleanOptionalAction}),
     Setting("profile", Boolean(), False,
             "trace a few training batches with torch.profiler into work_dir/log/profile/", group="runtime"),
-    Setting("profile_steps", ListOf(Integer(minimum=0), length=3, meaning="[wait, warmup, active]"), None,
+    Setting("profile_steps", Positions(Integer(minimum=0), Integer(minimum=0), Integer(minimum=1),
+                                       names=("wait", "warmup", "active")), None,
             "batches skipped, traced and dropped, then traced (null: [1, 1, 3] when profile is true); "
             "setting it turns the profiler on", unit="batches", nullable=True, group="runtime"),
     Setting("work_dir", Text(non_empty=True, meaning="a path"), None, "where checkpoints and logs go", nullable=True, group="runtime",

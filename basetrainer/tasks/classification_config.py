@@ -8,12 +8,14 @@ unknown key, a value of the wrong type or out of range is a one-line ConfigError
 the key, the value, where it came from and what is allowed.
 """
 import argparse
-import os
 import sys
+
+import torch
 
 from ..config import add_override_arguments
 from ..config.command_line import merged_config
 from ..config.flags import ArgumentParser, add_setting_flags
+from ..engine.options import LoopOptions
 from ..errors import ConfigError
 from ..models.build_models import check_model_options
 from ..scheduler.build_scheduler import schedule_name
@@ -74,7 +76,8 @@ def parse_config(argv=None, prog=None):
 def check_task_config(cfg, sources=None):
     """Checks ``cfg`` (a complete task config) against the declarations and its keys against each other,
     before anything is made from it: a one-line ConfigError for the first problem. ``sources`` says where
-    each key's value came from; without it, the config as given is named."""
+    each key's value came from; without it, the config as given is named. Files and folders it names are
+    the business of those who read them (a missing one is refused before the work dir is made)."""
     given = sources or {}
 
     def source(key):
@@ -91,14 +94,11 @@ def check_task_config(cfg, sources=None):
         raise ConfigError(f"{named('machine_rank', 'num_machines')}: machine_rank counts from 0 to num_machines - 1")
     check_transform(cfg, source)
     _check_schedule(cfg, named)
-    for key in ("pretrained", "finetune"):
-        path = cfg[key]
-        if isinstance(path, str) and not os.path.isfile(path):
-            raise ConfigError(f"{named(key)}: no such file; give the path of a weights file")
     try:
         check_model_options(cfg.net_type, cfg.width_mult, cfg.pretrained, cfg.input_size)
     except ConfigError as error:
         raise ConfigError(f"{error} (given {named('net_type', 'width_mult', 'input_size')})") from None
+    LoopOptions.from_config(cfg, torch.device("cpu"))  # whatever else the loop checks, checked now
 
 
 def check_transform(cfg, source) -> None:

@@ -42,10 +42,10 @@ EDGE_NUMBERS = [0, -1, 1, 2, 3, 4096, 4097, 2 ** 31, 2 ** 32, 2 ** 63, 2 ** 64, 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.sampled_from(EDGE_NUMBERS), st.sampled_from(WORDS),
     st.integers(min_value=-(2 ** 70), max_value=2 ** 70), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.text(min_size=300, max_size=600))
+    st.text(max_size=12), st.text(min_size=200, max_size=300))
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=5) | st.lists(
-    st.integers(min_value=-3, max_value=5), min_size=50, max_size=400)
+    st.integers(min_value=-3, max_value=5), min_size=50, max_size=200)
 TASK_KEYS = [name for name in TASK_SETTINGS.names() if name != "config_file"]
 KEYS = st.sampled_from(TASK_KEYS) | st.from_regex(r"[a-z][a-z_.]{0,14}", fullmatch=True)
 
