@@ -22,8 +22,9 @@ EXTRAS = {
     "hpo": ["optuna>=3.0"],  # basetrainer.hpo.optuna, examples/hpo.py (NNI's trial API: the nni extra)
     # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni pins
     # filelock<3.12, which torch (any filelock) and the other extras accept.
-    "test": ["pytest>=7", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9", "wandb>=0.19.10", "optuna>=3.0",
-             "torch-tb-profiler>=0.4", "nni==2.10.1"],
+    # hypothesis: the property-based fuzzing of configs, YAML files and command lines (tests/config, tests/e2e).
+    "test": ["pytest>=7", "hypothesis>=6.100", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9", "wandb>=0.19.10",
+             "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1"],
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name != "test" for package in packages})
 

@@ -16,19 +16,34 @@ against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; 
 ``--out *.pth`` (``--format pth``) it writes the weights as one plain state_dict, also from a
 sharded checkpoint directory (FSDP), for any model.
 """
-import argparse
 import sys
 
 from . import __version__
-from .errors import BaseTrainerError, exit_with
+from .config.flags import ArgumentParser, add_setting_flags
+from .config.kinds import Integer
+from .config.schema import Schema, Setting
+from .errors import BaseTrainerError, CheckpointError, DataError, exit_with
+from .utils.file_utils import check_writable_file
 
 # basetrainer.export.FORMATS, spelt out so that `basetrainer --help` does not import torch
 EXPORT_FORMATS = ("onnx", "torchscript", "exported-program")
 WEIGHTS_FORMAT = "pth"  # the weights alone, consolidated: any model, no check
 
 
+PREDICT_SETTINGS = Schema([
+    Setting("topk", Integer(minimum=1), 1, "classes per image, most likely first", flag={}),
+    Setting("batch_size", Integer(minimum=1, maximum=4096), 64, "images per batch", unit="images", flag={}),
+    Setting("gpu_id", Integer(minimum=0), None, "the GPU to use (null: the CPU)", nullable=True, flag={}),
+])
+EXPORT_SETTINGS = Schema([
+    Setting("batch", Integer(minimum=1, maximum=64), 1,
+            "batch size of the example input (the check runs another size: the batch is dynamic)", unit="images",
+            flag={}),
+])
+
+
 def get_parser():
-    parser = argparse.ArgumentParser(prog="basetrainer", description="basetrainer: a PyTorch training engine.")
+    parser = ArgumentParser(prog="basetrainer", description="basetrainer: a PyTorch training engine.")
     parser.add_argument("--version", action="version", version=f"basetrainer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("train", add_help=False,
@@ -41,17 +56,14 @@ def get_parser():
                         help="what to write (default: pth for an --out ending in .pth, else onnx)")
     export.add_argument("--out", required=True, help="the file to write, e.g. model.onnx, model.ts, model.pt2, "
                                                      "weights.pth")
-    export.add_argument("--batch", type=int, default=1,
-                        help="batch size of the example input (the check runs another size: the batch is dynamic)")
+    add_setting_flags(export, EXPORT_SETTINGS, checked=True)
     predict = commands.add_parser("predict", help="a trained classifier's top classes for every image of a folder, "
                                                   "as CSV")
     predict.add_argument("--checkpoint", required=True,
                          help="a model file of a classification run: last.pth, best_model_*.pth or model_final.pth")
     predict.add_argument("--data", required=True, help="a folder of images, or an ImageFolder tree")
     predict.add_argument("--out", required=True, help="the CSV file to write, e.g. predictions.csv")
-    predict.add_argument("--topk", type=int, default=1, help="classes per image, most likely first")
-    predict.add_argument("--batch_size", type=int, default=64, help="images per batch")
-    predict.add_argument("--gpu_id", type=int, default=None, help="the GPU to use (default: the CPU)")
+    add_setting_flags(predict, PREDICT_SETTINGS, checked=True)
     return parser
 
 
@@ -60,10 +72,13 @@ def predict(args):
     from .tasks.predict import predict_images
 
     try:
+        check_writable_file(args.out, "--out")
         rows = predict_images(args.checkpoint, args.data, args.out, topk=args.topk, batch_size=args.batch_size,
                               gpu_id=args.gpu_id)
     except BaseTrainerError as error:
         exit_with(error)
+    except OSError as error:  # the disk filled, or the folder went away, while writing
+        exit_with(DataError(f"cannot write {args.out}: {error.strerror or error}; choose another --out"))
     print(f"wrote {rows} predictions to {args.out}")
 
 
@@ -73,6 +88,7 @@ def export(args):
 
     kind = args.format or (WEIGHTS_FORMAT if args.out.endswith(".pth") else "onnx")
     try:
+        check_writable_file(args.out, "--out")
         if kind == WEIGHTS_FORMAT:
             weights = write_weights(args.checkpoint, args.out)
             print(f"wrote {args.out}: the {len(weights)} tensors of the training weights in {args.checkpoint}, "
@@ -83,6 +99,8 @@ def export(args):
         result = export_model(loaded.model, loaded.example_input(args.batch), args.out, format=kind)
     except BaseTrainerError as error:
         exit_with(error)
+    except OSError as error:  # the disk filled, or the folder went away, while writing
+        exit_with(CheckpointError(f"cannot write {args.out}: {error.strerror or error}; choose another --out"))
     print(f"wrote {result.path}")
     print(result)
     if not result.passed:
@@ -102,7 +120,7 @@ def main(argv=None):
         return export(args)
     if args.command == "predict":
         return predict(args)
-    parser.error("give a command, e.g. basetrainer train --help")
+    parser.error("give a command: train, export or predict (e.g. basetrainer train --help)")
 
 
 if __name__ == "__main__":

@@ -8,11 +8,16 @@ Precedence, highest first::
     the parser's defaults
 
 Keys that only the YAML file has are kept as they are. Checking keys and types is opt-in
-(``strict=True``): scripts of the old library rely on every YAML key passing through.
+(``strict=True``): scripts of the old library rely on every YAML key passing through. A
+reader that declares its keys (``schema=``) has every value checked against the declaration,
+wherever it came from.
 
 One module a job: ``mapping`` (the ``Config`` dict), ``yaml_files`` (reading and writing
-it), ``overrides`` (``KEY=VALUE``), ``checking`` (strict checking), ``command_line``
-(``parser_config``) and ``legacy`` (the other names of the old ``setup_config``).
+it), ``strict_yaml`` (what a YAML file may hold), ``overrides`` (``KEY=VALUE``), ``kinds``
+and ``schema`` (declared settings: what a key accepts, its default, unit and help),
+``checking`` (strict checking against defaults' types), ``flags`` (command-line flags made
+from settings), ``command_line`` (``parser_config``), ``reference`` (the configuration
+reference written from settings) and ``legacy`` (the other names of the old ``setup_config``).
 """
 from .checking import check_config
 from .command_line import parser_config

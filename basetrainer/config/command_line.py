@@ -11,13 +11,14 @@ import tempfile
 from .checking import check_config, reference_defaults
 from .mapping import Config
 from .overrides import OVERRIDE_SOURCES, nested, parse_override, set_dotted
-from .yaml_files import load_config, save_config
+from .yaml_files import read_config, save_config
 
 ARGS_FILE_NAME = "args_config.yaml"
 _UNTYPED = object()  # what every dest holds before argv is parsed again
 
 
-def parser_config(args, cfg_updata=True, *, parser=None, strict=False, known=None, argv=None, save_args=True):
+def parser_config(args, cfg_updata=True, *, parser=None, strict=False, known=None, argv=None, save_args=True,
+                  schema=None):
     """Merge ``args`` (an argparse.Namespace) with the YAML file ``args.config_file`` into a ``Config``.
 
     A flag typed on the command line keeps its value; otherwise the YAML value wins;
@@ -30,8 +31,8 @@ def parser_config(args, cfg_updata=True, *, parser=None, strict=False, known=Non
     parser: the ArgumentParser that made ``args``. With it, the flags typed are known
         exactly (short flags, abbreviations, ``--x=1``); without it, ``--name`` tokens of
         ``argv`` are taken as typed.
-    strict: check the YAML's and the overrides' keys against the parser's dests (plus
-        ``known``) and their values against the defaults' types; see ``check_config``.
+    strict: refuse keys of the YAML and the overrides that the parser does not declare (nor
+        ``known``, nor ``schema``), and check values against the defaults' types; see ``check_config``.
     known: keys beyond the parser's dests, with defaults whose types are checked:
         nested dicts for nested keys, None for a key of any type.
     argv: the strings ``args`` was parsed from, if not ``sys.argv[1:]``.
@@ -39,7 +40,20 @@ def parser_config(args, cfg_updata=True, *, parser=None, strict=False, known=Non
         temporary folder (removed at exit) and name it in ``cfg.config_file``, as the old
         library did: its scripts copy ``cfg.config_file`` into their work_dir. False
         leaves ``cfg.config_file`` None.
+    schema: a :class:`~basetrainer.config.schema.Schema`: every value of a key it declares is
+        checked against it, wherever it came from, and a refusal names the source (the file
+        and line, the flag, the override); see :func:`merged_config`.
     """
+    cfg, _ = merged_config(args, parser=parser, strict=strict, known=known, argv=argv, schema=schema)
+    if not cfg.config_file and save_args:
+        cfg.config_file = _save_to_private_folder(cfg)
+    return cfg
+
+
+def merged_config(args, *, parser=None, strict=False, known=None, argv=None, schema=None):
+    """``(cfg, sources)``: :func:`parser_config`'s ``Config`` (without saving it anywhere) and, for each
+    top-level key, where its value came from, in the words of an error message: ``"in c.yaml line 3"``,
+    ``"from --lr"``, ``"from the command line"`` (a ``KEY=VALUE``), ``"from --opts"``, ``"the default"``."""
     values = dict(vars(args))
     overrides = _pop_overrides(values)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -47,26 +61,52 @@ def parser_config(args, cfg_updata=True, *, parser=None, strict=False, known=Non
     typed = _typed_dests(values, defaults, parser, argv)
 
     config_file = values.get("config_file")
-    file_cfg = load_config(config_file) if config_file else Config()
-    reference = reference_defaults(defaults, known) if strict else None
-    if strict:
-        check_config(file_cfg, reference, source=f"in {config_file}")
+    file_cfg, lines = read_config(config_file) if config_file else (Config(), {})
+    in_file = {key: f"in {config_file} line {line}" for key, line in lines.items()}
+    check = _checker(schema, strict, defaults, known)
+    check(file_cfg, in_file.get)
 
-    cfg = Config()
+    cfg, sources = Config(), {}
+    flags = _flag_names(parser)
     for key, value in values.items():
-        cfg[key] = file_cfg[key] if key in file_cfg and key not in typed else value
+        from_file = key in file_cfg and key not in typed
+        cfg[key] = file_cfg[key] if from_file else value
+        sources[key] = in_file[key] if from_file else (f"from {flags.get(key, '--' + key)}" if key in typed
+                                                       else "the default")
     for key, value in file_cfg.items():
-        cfg.setdefault(key, value)
+        if key not in cfg:
+            cfg[key], sources[key] = value, in_file[key]
     cfg.config_file = config_file
 
     for source, text in overrides:
         key, value = parse_override(text)
-        if strict:
-            check_config(nested(key, value), reference, source=source)
+        check(nested(key, value), lambda _, where=source: where)
         set_dotted(cfg, key, value)
-    if not config_file and save_args:
-        cfg.config_file = _save_to_private_folder(cfg)
-    return cfg
+        sources[key.split(".")[0]] = source
+    if schema is not None:
+        schema.check(cfg, sources.get, strict=strict)
+    return cfg, sources
+
+
+def _checker(schema, strict, defaults, known):
+    """How the YAML file's and each override's values are checked: against ``schema`` (every key, with
+    its source), with ``check_config`` against the defaults' types (``strict`` without a schema), or not."""
+    if schema is not None:
+        return lambda values, source: schema.check(values, source, strict=strict)
+    if not strict:
+        return lambda values, source: None
+    reference = reference_defaults(defaults, known)
+
+    def check(values, source):
+        for key, value in values.items():
+            check_config({key: value}, reference, source=source(key))
+    return check
+
+
+def _flag_names(parser) -> dict:
+    """Each dest's longest option string (``--config_file`` rather than ``-c``), for messages."""
+    actions = getattr(parser, "_actions", ())  # argparse keeps them there and has no public accessor
+    return {action.dest: max(action.option_strings, key=len) for action in actions if action.option_strings}
 
 
 def _pop_overrides(values):

@@ -6,6 +6,7 @@ import yaml
 from basetrainer.errors import ConfigError
 
 from .mapping import Config
+from .strict_yaml import YamlProblem
 from .yaml_files import parse_yaml
 
 # The dests add_override_arguments declares, each with the words that say, in an error,
@@ -30,8 +31,9 @@ def add_override_arguments(parser):
 def apply_overrides(cfg, overrides):
     """Set ``key=value`` strings on ``cfg`` in place and return it.
 
-    Values are read as YAML (``lr=0.1`` is a float, ``milestones=[3,6]`` a list,
-    ``amp=bf16`` a string, ``resume=`` None); dots reach nested keys (``optim.lr=0.1``).
+    Values are read as YAML, strictly (``lr=0.1`` is a float, ``milestones=[3,6]`` a list,
+    ``amp=bf16`` a string, ``resume=`` None, ``use_prune=yes`` an error: write true); dots
+    reach nested keys (``optim.lr=0.1``).
     """
     for key, value in map(parse_override, overrides):
         set_dotted(cfg, key, value)
@@ -46,6 +48,8 @@ def parse_override(text):
         raise ConfigError(f"cannot read override {text!r}; write it as key=value, e.g. lr=0.01 or optim.lr=0.01")
     try:
         value = parse_yaml(raw)
+    except YamlProblem as error:
+        raise ConfigError(f"cannot read override {text!r}: {error.problem}") from None
     except yaml.YAMLError:
         value = raw  # not YAML (e.g. an unbalanced bracket in a path): take it as written
     return key, value

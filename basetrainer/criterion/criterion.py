@@ -28,6 +28,14 @@ KNOWN_LOSSES = (
 _REGRESSION = {"L1Loss": nn.L1Loss, "MSELoss": nn.MSELoss, "SmoothL1Loss": nn.SmoothL1Loss}
 
 
+def loss_name(loss_type: str) -> str:
+    """The loss ``loss_type`` names (case, ``-``, ``_`` and spaces ignored); a ConfigError listing them otherwise."""
+    name = _NAMES.get(str(loss_type).lower().replace("-", "").replace("_", "").replace(" ", ""))
+    if name is None:
+        raise ConfigError(f"unknown loss_type {loss_type!r}; use one of: {KNOWN_LOSSES}")
+    return name
+
+
 def get_criterion(
     loss_type: Union[str, Sequence[str], Dict[str, float]],
     num_classes: Optional[int] = None,
@@ -60,9 +68,7 @@ def get_criterion(
         }
         return WeightedLosses(losses, weights)
 
-    name = _NAMES.get(str(loss_type).lower().replace("-", "").replace("_", "").replace(" ", ""))
-    if name is None:
-        raise ConfigError(f"unknown loss_type {loss_type!r}; use one of: {KNOWN_LOSSES}")
+    name = loss_name(loss_type)
     weight = _class_weight_tensor(class_weight, num_classes)
 
     if name == "CrossEntropyLoss":

@@ -55,7 +55,7 @@ class CheckedImageFolder(ImageFolder):
             try:
                 sample = self.loader(path)
             except Exception as error:  # noqa: BLE001 - PIL fails on bad files in many ways
-                reason = _reason(error)
+                reason = image_error_reason(error)
                 if self.on_bad_image == "raise":
                     raise DataError(f"{self.name}: cannot read image {path} ({reason}); "
                                     f"fix or remove the file, or set on_bad_image: skip") from None
@@ -72,7 +72,8 @@ class CheckedImageFolder(ImageFolder):
         raise DataError(f"{self.name}: no image under {self.root} can be read; check the files")
 
 
-def _reason(error) -> str:
+def image_error_reason(error) -> str:
+    """Why Pillow could not read an image, in a few words."""
     if isinstance(error, UnidentifiedImageError):  # its message repeats the file object
         return "not an image format Pillow can read"
     text = str(error).strip()

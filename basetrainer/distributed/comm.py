@@ -8,7 +8,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from ..errors import LaunchError
+from ..errors import ConfigError, LaunchError
 from ..utils.log import get_logger
 
 _LOCAL_RANK = None
@@ -163,6 +163,7 @@ def as_id_list(gpu_id) -> list:
     """``gpu_id`` (None, an int, a string or a list of them) as a list of ints."""
     if gpu_id is None:
         return []
-    if isinstance(gpu_id, (int, str)):
-        gpu_id = [gpu_id]
-    return [int(i) for i in gpu_id]
+    try:
+        return [int(i) for i in ([gpu_id] if isinstance(gpu_id, (int, str)) else gpu_id)]
+    except (TypeError, ValueError):
+        raise ConfigError(f"gpu_id expects an integer or a list of integers (GPU numbers), got {gpu_id!r}") from None

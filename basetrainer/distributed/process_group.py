@@ -77,15 +77,27 @@ def _first_host(nodelist: str) -> str:
     return prefix + ranges.split(",")[0].split("-")[0]
 
 
+def check_dist_url(dist_url) -> str:
+    """``dist_url`` if it is ``auto`` or ``tcp://host:port`` (a port from 1 to 65535); else a one-line LaunchError."""
+    if dist_url in (None, "", "auto"):
+        return "auto"
+    try:
+        parsed = urlparse(str(dist_url))
+        valid = parsed.scheme == "tcp" and parsed.hostname and parsed.port
+    except ValueError:  # a port out of range, or a malformed IPv6 address
+        valid = False
+    if not valid:
+        raise LaunchError(f"dist_url {dist_url!r} is not 'auto' or 'tcp://host:port'; e.g. tcp://127.0.0.1:29500")
+    return str(dist_url)
+
+
 def resolve_dist_url(dist_url, num_machines, machine_rank) -> str:
     if dist_url in (None, "", "auto"):
         if num_machines != 1:
             raise LaunchError("dist_url='auto' works on one machine only; for several machines pass "
                               "dist_url='tcp://<address of machine 0>:<port>' on every machine")
         return f"tcp://127.0.0.1:{free_port()}"
-    parsed = urlparse(str(dist_url))
-    if parsed.scheme != "tcp" or not parsed.hostname or not parsed.port:
-        raise LaunchError(f"dist_url {dist_url!r} is not 'auto' or 'tcp://host:port'; e.g. tcp://127.0.0.1:29500")
+    parsed = urlparse(check_dist_url(dist_url))
     if machine_rank == 0 and _port_in_use(parsed.hostname, parsed.port):
         raise LaunchError(f"port {parsed.port} on {parsed.hostname} is already in use (another job?): "
                           f"pass dist_url='auto' or choose a free port")

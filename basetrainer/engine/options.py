@@ -1,17 +1,16 @@
-"""The trainer's own config keys, read and checked in one place."""
+"""The trainer's own config keys, read and checked in one place: :class:`LoopOptions`.
+
+What each key accepts and its default are declared once, in :mod:`.settings`.
+"""
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
-from ..config import option
 from ..errors import ConfigError
+from .settings import LOOP_SETTINGS
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-_AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
-                "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
-NONFINITE_MODES = ("raise", "skip", "ignore")
-STRATEGIES = ("ddp", "fsdp")
 PROFILE_STEPS = (1, 1, 3)  # what ``profile: true`` traces: wait, warmup, active batches
 
 
@@ -42,140 +41,80 @@ class LoopOptions:
     take before the rank ends itself (:mod:`basetrainer.distributed.watchdog`); ``deterministic`` (True, or "warn":
     warn where an operation has no deterministic version instead of raising) asks torch for
     deterministic algorithms (:mod:`.determinism`).
+
+    Every field is read from the config key of its name (:mod:`.settings` declares what each
+    accepts, its default and unit); ``profile`` is read into ``profile_steps``.
     """
 
-    num_epochs: int = 1
-    max_iters: Optional[int] = None
-    eval_every_n_iters: int = 0
-    progress: bool = True
-    seed: int = 2020
-    gpu_id: object = None
-    amp: Optional[torch.dtype] = None
-    accumulate_grad_batches: int = 1
-    clip_grad_norm: float = 0.0
-    channels_last: bool = False
-    compile: bool = False
-    nonfinite_loss: str = "raise"
-    nonfinite_check_every: int = 50
-    stop_check_every: int = 10
-    sync_bn: bool = False
-    find_unused_parameters: bool = False
-    broadcast_buffers: bool = True
-    strategy: str = "ddp"
-    fsdp_shard: tuple = ()
-    fsdp_reshard_after_forward: bool = True
-    fsdp_cpu_offload: bool = False
-    activation_checkpointing: tuple = ()
-    async_checkpoint: bool = False
-    resume: Optional[str] = None
-    work_dir: Optional[str] = None
-    profile_steps: Optional[tuple] = None
-    slurm_requeue: bool = True
-    watchdog_timeout: float = 300.0
-    watchdog_factor: float = 20.0
-    deterministic: object = False
+    num_epochs: int
+    max_iters: Optional[int]
+    eval_every_n_iters: int
+    progress: bool
+    seed: int
+    gpu_id: object
+    amp: Optional[torch.dtype]
+    accumulate_grad_batches: int
+    clip_grad_norm: float
+    channels_last: bool
+    compile: bool
+    nonfinite_loss: str
+    nonfinite_check_every: int
+    stop_check_every: int
+    sync_bn: bool
+    find_unused_parameters: bool
+    broadcast_buffers: bool
+    strategy: str
+    fsdp_shard: tuple
+    fsdp_reshard_after_forward: bool
+    fsdp_cpu_offload: bool
+    activation_checkpointing: tuple
+    async_checkpoint: bool
+    resume: Optional[str]
+    work_dir: Optional[str]
+    profile_steps: Optional[tuple]
+    slurm_requeue: bool
+    watchdog_timeout: float
+    watchdog_factor: float
+    deterministic: object
 
     @classmethod
     def from_config(cls, cfg, device: torch.device) -> "LoopOptions":
-        """Reads the keys from ``cfg`` (a dict or an attribute-access config); missing or None keys take the defaults."""
-        nonfinite = str(option(cfg, "nonfinite_loss", "raise")).lower()
-        if nonfinite not in NONFINITE_MODES:
-            raise ConfigError(f"nonfinite_loss: {nonfinite!r} is not one of {', '.join(NONFINITE_MODES)}")
-        resume = option(cfg, "resume", None)
-        max_iters = option(cfg, "max_iters", None)
-        if max_iters is not None:
-            if option(cfg, "num_epochs", None) is not None:
-                raise ConfigError(f"num_epochs ({option(cfg, 'num_epochs', None)}) and max_iters ({max_iters}) are "
-                                  f"both set: a run is one or the other; set num_epochs: null to train for max_iters")
-            max_iters = _positive_int(cfg, "max_iters", None)
-        eval_every = option(cfg, "eval_every_n_iters", 0)
-        if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 0:
-            raise ConfigError(f"eval_every_n_iters expects an integer >= 0 (0: at epoch ends), got {eval_every!r}")
-        return cls(
-            num_epochs=_positive_int(cfg, "num_epochs", 1),
-            max_iters=max_iters,
-            eval_every_n_iters=eval_every,
-            progress=bool(option(cfg, "progress", True)),
-            seed=int(option(cfg, "seed", 2020)),
-            gpu_id=option(cfg, "gpu_id", None),
-            amp=_parse_amp(option(cfg, "amp", "none"), device),
-            accumulate_grad_batches=_positive_int(cfg, "accumulate_grad_batches", 1),
-            clip_grad_norm=float(option(cfg, "clip_grad_norm", 0.0)),
-            channels_last=bool(option(cfg, "channels_last", False)),
-            compile=bool(option(cfg, "compile", False)),
-            nonfinite_loss=nonfinite,
-            nonfinite_check_every=_positive_int(cfg, "nonfinite_check_every", 50),
-            stop_check_every=_positive_int(cfg, "stop_check_every", 10),
-            sync_bn=bool(option(cfg, "sync_bn", False)),
-            find_unused_parameters=bool(option(cfg, "find_unused_parameters", False)),
-            broadcast_buffers=bool(option(cfg, "broadcast_buffers", True)),
-            **_parallel_options(cfg),
-            resume=None if resume in (None, False, "", "none", "None") else str(resume),
-            work_dir=option(cfg, "work_dir", None),
-            profile_steps=_profile_steps(cfg),
-            **_fault_options(cfg),
-        )
+        """Reads the keys from ``cfg`` (a dict, a Config or an argparse.Namespace); missing or None keys take
+        their defaults, keys the loop does not read are left alone. A value a key does not accept is a
+        one-line ConfigError naming the key, the value and what it accepts."""
+        values = LOOP_SETTINGS.read(cfg, source="in the trainer's config")
+        if values["max_iters"] is not None and _given(cfg, "num_epochs"):
+            raise ConfigError(f"num_epochs ({values['num_epochs']}) and max_iters ({values['max_iters']}) are both "
+                              f"set (in the trainer's config): a run is one or the other; set num_epochs: null to "
+                              f"train for max_iters")
+        profile = values.pop("profile")
+        return cls(**{
+            **values,
+            "progress": values["progress"] is not False,
+            "amp": _amp_dtype(values["amp"], device),
+            "fsdp_shard": tuple(values["fsdp_shard"]),
+            "activation_checkpointing": tuple(values["activation_checkpointing"]),
+            "resume": None if values["resume"] in (False, "", "none", "None") else values["resume"],
+            "profile_steps": _profile_steps(values["profile_steps"], profile),
+            "watchdog_timeout": float(values["watchdog_timeout"]),
+            "watchdog_factor": float(values["watchdog_factor"]),
+            "clip_grad_norm": float(values["clip_grad_norm"]),
+        })
 
 
-def _fault_options(cfg) -> dict:
-    """SLURM requeue after SIGUSR1, the watchdog's limits, deterministic algorithms."""
-    limits = {}
-    for key, default in (("watchdog_timeout", 300.0), ("watchdog_factor", 20.0)):
-        value = option(cfg, key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{key} expects a number >= 0, got {value!r}")
-        limits[key] = float(value)
-    deterministic = option(cfg, "deterministic", False)
-    if deterministic not in (True, False, "warn"):
-        raise ConfigError(f"deterministic expects true, false or warn, got {deterministic!r}")
-    return dict(slurm_requeue=bool(option(cfg, "slurm_requeue", True)), deterministic=deterministic, **limits)
+def _given(cfg, key) -> bool:
+    value = cfg.get(key) if isinstance(cfg, dict) else getattr(cfg, key, None)
+    return value is not None
 
 
-def _parallel_options(cfg) -> dict:
-    """``strategy`` (``ddp`` or ``fsdp``, for several processes), the FSDP settings, the module
-    classes that recompute their activations in backward, and background checkpoint saves."""
-    strategy = str(option(cfg, "strategy", "ddp")).lower()
-    if strategy not in STRATEGIES:
-        raise ConfigError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
-    return dict(strategy=strategy, fsdp_shard=_class_names(cfg, "fsdp_shard"),
-                fsdp_reshard_after_forward=bool(option(cfg, "fsdp_reshard_after_forward", True)),
-                fsdp_cpu_offload=bool(option(cfg, "fsdp_cpu_offload", False)),
-                activation_checkpointing=_class_names(cfg, "activation_checkpointing"),
-                async_checkpoint=bool(option(cfg, "async_checkpoint", False)))
-
-
-def _profile_steps(cfg) -> Optional[tuple]:
+def _profile_steps(steps, profile) -> Optional[tuple]:
     """``profile_steps`` as ``(wait, warmup, active)``; ``PROFILE_STEPS`` for ``profile: true``; None: off."""
-    steps = option(cfg, "profile_steps", None)
     if steps is None:
-        return PROFILE_STEPS if option(cfg, "profile", False) else None
-    if (not isinstance(steps, (list, tuple)) or len(steps) != 3
-            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in steps) or steps[2] < 1):
-        raise ConfigError(f"profile_steps expects [wait, warmup, active] batches (integers >= 0, active >= 1), "
-                          f"e.g. [1, 1, 3], got {steps!r}")
+        return PROFILE_STEPS if profile else None
     return tuple(steps)
 
 
-def _class_names(cfg, key) -> tuple:
-    value = option(cfg, key, ())
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, (list, tuple)) or not all(isinstance(name, str) and name for name in names):
-        raise ConfigError(f"{key} expects a list of module class names, e.g. [TransformerBlock], got {value!r}")
-    return tuple(names)
-
-
-def _positive_int(cfg, key, default) -> int:
-    value = option(cfg, key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key} expects an integer >= 1, got {value!r}")
-    return value
-
-
-def _parse_amp(value, device) -> Optional[torch.dtype]:
-    name = str(value).strip().lower()
+def _amp_dtype(name, device) -> Optional[torch.dtype]:
     if name == "true":
         name = "fp16" if device.type == "cuda" else "bf16"
-    name = _AMP_ALIASES.get(name, name)
-    if name not in _AMP_DTYPES:
-        raise ConfigError(f"amp: {value!r} is not one of none, bf16, fp16")
     return _AMP_DTYPES[name]

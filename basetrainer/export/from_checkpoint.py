@@ -19,8 +19,9 @@ from ..checkpoint.files import load_checkpoint
 from ..checkpoint.sharded import consolidated_weights, is_sharded_checkpoint, read_loop_state
 from ..checkpoint.weights import check_shapes, extract_model_state
 from ..config import load_config
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 from ..models.build_models import get_models
+from ..models.settings import MODEL_SETTINGS
 from ..pruning.architecture import apply_architecture_spec
 
 
@@ -46,10 +47,7 @@ def model_from_checkpoint(path: str) -> LoadedModel:
         raise CheckpointError(f"{path} holds no model weights (a {type(state).__name__}, not a dict)")
     run_state = state if isinstance(state.get("config"), dict) else _last_beside(path)
     cfg = _run_config(path, run_state)
-    missing = [key for key in ("net_type", "input_size", "num_classes") if not cfg.get(key)]
-    if missing:
-        raise CheckpointError(f"the config of {path} has no {', '.join(missing)}: it was not written by the "
-                              f"classification task; rebuild the model in code and call export_model")
+    _check_model_keys(path, cfg)
     model = get_models(cfg["net_type"], input_size=cfg["input_size"], num_classes=cfg["num_classes"],
                        width_mult=cfg.get("width_mult", 1.0), pretrained=False)
     spec = state.get("architecture") or (run_state or {}).get("architecture")
@@ -59,6 +57,19 @@ def model_from_checkpoint(path: str) -> LoadedModel:
     check_shapes(model, weights, path)
     model.load_state_dict(weights)
     return LoadedModel(model.eval(), list(cfg["input_size"]), description, dict(cfg))
+
+
+def _check_model_keys(path: str, cfg: dict) -> None:
+    """The saved config names the network as the classification task does, with values its keys accept."""
+    missing = [key for key in ("net_type", "input_size", "num_classes") if cfg.get(key) is None]
+    if missing:
+        raise CheckpointError(f"the config of {path} has no {', '.join(missing)}: it was not written by the "
+                              f"classification task; rebuild the model in code and call export_model")
+    try:
+        MODEL_SETTINGS.check({key: cfg[key] for key in ("net_type", "input_size", "num_classes", "width_mult")
+                              if key in cfg}, f"in the config saved with {path}")
+    except ConfigError as error:
+        raise CheckpointError(str(error)) from None
 
 
 def _read(path: str):

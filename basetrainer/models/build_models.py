@@ -53,19 +53,17 @@ def get_models(
     from torchvision import models as tv
 
     kwargs.pop("is_train", None)  # old API argument; train/eval mode is the trainer's business
-    name = _model_name(net_type, tv.list_models(module=tv))
+    name = check_model_options(net_type, width_mult, pretrained, input_size)
     if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 1:
         raise ConfigError(f"num_classes must be a positive integer, got {num_classes!r}")
     if width_mult != 1.0:
-        if name not in _WIDTH_MULT_MODELS:
-            supported = ", ".join(_WIDTH_MULT_MODELS)
-            raise ConfigError(f"{name} has no width_mult; use width_mult=1.0 or one of: {supported}")
-        if pretrained is True:
-            raise ConfigError(f"torchvision has {name} weights only for width_mult=1.0; set pretrained=False")
         kwargs["width_mult"] = width_mult
     kwargs.update(_input_size_kwargs(name, input_size))
 
-    model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+    try:
+        model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+    except (ValueError, AssertionError) as error:  # e.g. MaxViT: an input_size its windows do not divide
+        raise ConfigError(f"{name} cannot be built for input_size {input_size}: {_first_line(error)}") from None
     if pretrained is True:
         _load_pretrained(model, _torchvision_weights_file(name, tv), name)
     elif pretrained:
@@ -75,7 +73,47 @@ def get_models(
     return model
 
 
-def _model_name(net_type: str, names: Sequence[str]) -> str:
+def check_input_size(model: nn.Module, input_size, net_type: str) -> None:
+    """Runs ``model`` (on the CPU, in eval mode, without gradients) on one blank image of ``input_size``
+    ``[width, height]``: a size the network cannot take (too small for its kernels and strides, not a
+    multiple of its patches) is a one-line ConfigError here rather than a traceback at the first batch."""
+    width, height = input_size
+    training = model.training
+    try:
+        with torch.no_grad():
+            model.eval()(torch.zeros(1, 3, height, width))
+    except (RuntimeError, ValueError, AssertionError) as error:
+        raise ConfigError(f"net_type {net_type} cannot take input_size {list(input_size)} ({_first_line(error)}); "
+                          f"raise input_size, e.g. to [224, 224]") from None
+    finally:
+        model.train(training)
+
+
+def _first_line(error) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def check_model_options(net_type: str, width_mult: float = 1.0, pretrained=False, input_size=None) -> str:
+    """The torchvision name of ``net_type``, once the options of :func:`get_models` are known to fit it
+    (width_mult, pretrained weights, input_size), without building anything; else a one-line ConfigError."""
+    name = model_name(net_type)
+    if width_mult != 1.0:
+        if name not in _WIDTH_MULT_MODELS:
+            supported = ", ".join(_WIDTH_MULT_MODELS)
+            raise ConfigError(f"{name} has no width_mult; use width_mult=1.0 or one of: {supported}")
+        if pretrained is True:
+            raise ConfigError(f"torchvision has {name} weights only for width_mult=1.0; set pretrained=False")
+    _input_size_kwargs(name, input_size)
+    return name
+
+
+def model_name(net_type: str) -> str:
+    """The torchvision model ``net_type`` names (any case, ``-`` for ``_``, family aliases); a ConfigError
+    suggesting close names when there is none."""
+    from torchvision import models as tv
+
+    names = tv.list_models(module=tv)
     key = str(net_type).lower().replace("-", "_")
     key = _ALIASES.get(key, key)
     if key in names:

@@ -9,6 +9,14 @@ from ..errors import ConfigError
 _OPTIMIZERS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop"}
 
 
+def optimizer_name(optim_type: str) -> str:
+    """The optimizer ``optim_type`` names (any case): SGD, Adam, AdamW or RMSprop; a ConfigError otherwise."""
+    key = str(optim_type).lower()
+    if key not in _OPTIMIZERS:
+        raise ConfigError(f"unknown optim_type {optim_type!r}; use one of: {', '.join(_OPTIMIZERS.values())}")
+    return _OPTIMIZERS[key]
+
+
 def get_optimizer(
     model: Union[nn.Module, Iterable],
     optim_type: str = "SGD",
@@ -34,9 +42,7 @@ def get_optimizer(
     ConvNeXt's layer scale) ``weight_decay=0``. ``parameters`` are extra tensors trained
     with the model (old API). Other ``options`` go to the torch optimizer (e.g. ``fused``).
     """
-    key = str(optim_type).lower()
-    if key not in _OPTIMIZERS:
-        raise ConfigError(f"unknown optim_type {optim_type!r}; use one of: {', '.join(_OPTIMIZERS.values())}")
+    key = optimizer_name(optim_type).lower()
     if key == "sgd" and nesterov and momentum <= 0:
         raise ConfigError("nesterov=True needs momentum > 0; set momentum (e.g. 0.9) or nesterov=False")
 

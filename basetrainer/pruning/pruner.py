@@ -53,7 +53,7 @@ def model_pruning(
     and ``pruning_report`` (the dict written to ``prune_report.json``).
     """
     logger = logger or get_logger()
-    mode = _canonical_mode(prune_mod)
+    mode = prune_mode_name(prune_mod)
     if backend not in BACKENDS:
         raise ConfigError(f"unknown pruning backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if not 0.0 < float(sparsity) < 1.0:
@@ -202,7 +202,8 @@ def _check_backend(backend: str, mode: str) -> None:
         import_torch_pruning()
 
 
-def _canonical_mode(prune_mod: str) -> str:
+def prune_mode_name(prune_mod: str) -> str:
+    """The mode of PRUNE_MODES ``prune_mod`` names (any case); a ConfigError listing them when none."""
     for mode in PRUNE_MODES:
         if str(prune_mod).lower() == mode.lower():
             return mode

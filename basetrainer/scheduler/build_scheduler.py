@@ -137,6 +137,14 @@ class LRSchedulerCallback(Callback):
         self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
 
+def schedule_name(scheduler: str) -> str:
+    """The schedule ``scheduler`` names (case, ``-``, ``_`` and spaces ignored); a ConfigError listing them otherwise."""
+    name = _NAMES.get(str(scheduler).lower().replace("-", "").replace("_", "").replace(" ", ""))
+    if name is None:
+        raise ConfigError(f"unknown scheduler {scheduler!r}; use one of: {KNOWN_SCHEDULERS}")
+    return name
+
+
 def get_scheduler(
     scheduler: str,
     optimizer: torch.optim.Optimizer,
@@ -173,9 +181,7 @@ def get_scheduler(
     decays by ``gamma`` every ``step_size`` steps, and ``num_epochs``/``num_steps`` are
     not used.
     """
-    name = _NAMES.get(str(scheduler).lower().replace("-", "").replace("_", "").replace(" ", ""))
-    if name is None:
-        raise ConfigError(f"unknown scheduler {scheduler!r}; use one of: {KNOWN_SCHEDULERS}")
+    name = schedule_name(scheduler)
     unit = "epochs"
     if max_iters is not None:  # one step is the unit: a run of max_iters "epochs" of one step each
         num_epochs, num_steps, unit = max_iters, 1, "steps"

@@ -23,6 +23,7 @@ torchvision backbone (fine-tuned from ``finetune``, pruned with ``use_prune``), 
 optimizer and schedule by name, and the callbacks that record and save.
 """
 import os
+import shutil
 
 import torch
 from torchvision import transforms
@@ -35,18 +36,19 @@ from ..checkpoint.weights import load_weights
 from ..config import save_config
 from ..criterion.criterion import get_criterion
 from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefolder
+from ..distributed import comm
 from ..distributed.launch import launch
 from ..engine.trainer import EngineTrainer
 from ..errors import BaseTrainerError, exit_with
 from ..loggers import build_loggers
 from ..metric.accuracy_recorder import AccuracyRecorder
-from ..models.build_models import get_models
+from ..models.build_models import check_input_size, get_models
 from ..optimizer.build_optimizer import get_optimizer
 from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
 from ..scheduler.build_scheduler import get_scheduler
 from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
-from .classification_config import DEFAULT_TEST_DATA, DEFAULT_TRAIN_DATA, get_parser, parse_config
+from .classification_config import DEFAULT_TEST_DATA, DEFAULT_TRAIN_DATA, check_task_config, get_parser, parse_config
 
 __all__ = ["ClassificationTrainer", "build_transform", "get_parser", "parse_config", "prepare_data", "run", "train", "main"]
 
@@ -103,6 +105,7 @@ class ClassificationTrainer(EngineTrainer):
     def build_model(self, cfg, **kwargs):
         model = get_models(cfg.net_type, input_size=cfg.input_size, num_classes=cfg.num_classes,
                            width_mult=cfg.width_mult, pretrained=cfg.pretrained)
+        check_input_size(model, cfg.input_size, cfg.net_type)
         if cfg.finetune:
             self.load_finetune(model, cfg.finetune, cfg)
         if cfg.use_prune:
@@ -208,12 +211,31 @@ def prepare_data(cfg):
 
 
 def run(cfg):
-    """What every process runs."""
-    return ClassificationTrainer(cfg).run()
+    """What every process runs. A run that stops before its first optimizer step, in a work_dir it made itself,
+    removes that work_dir: a run refused at start-up (a checkpoint it cannot resume from, a model that does
+    not fit) leaves nothing behind."""
+    made_here = not os.path.exists(cfg.work_dir)
+    trainer = None
+    try:
+        trainer = ClassificationTrainer(cfg)
+        return trainer.run()
+    except BaseException:
+        if made_here and comm.is_main_process() and _nothing_trained(trainer, cfg.work_dir):
+            set_logger(level="info")  # closes train.log before its folder goes
+            shutil.rmtree(cfg.work_dir, ignore_errors=True)
+        raise
+
+
+def _nothing_trained(trainer, work_dir) -> bool:
+    """No optimizer step taken and no checkpoint written (a stop signal at start-up writes one to resume from)."""
+    model_dir = os.path.join(work_dir, "model")
+    saved = any(files for _, _, files in os.walk(model_dir)) if os.path.isdir(model_dir) else False
+    return not saved and (trainer is None or trainer.state.global_step == 0)
 
 
 def train(cfg):
-    """Prepares the data and runs :func:`run` in as many processes as ``cfg`` asks for."""
+    """Checks ``cfg``, prepares the data and runs :func:`run` in as many processes as ``cfg`` asks for."""
+    check_task_config(cfg)
     prepare_data(cfg)
     launch(run, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
            machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed, args=(cfg,),

@@ -1,47 +1,54 @@
-"""The classification task's configuration: every key, its default and its flag, parsed and checked.
+"""The classification task's command line and config: parsed, and checked before any work starts.
 
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command
-line, the YAML file of ``-c``, and the defaults of :func:`get_parser` (the same values as
-``configs/config.yaml``, which documents every key). Unknown keys and values of the wrong
-type are one-line errors.
+line, the YAML file of ``-c``, and the defaults declared in :mod:`.classification_settings`
+(``configs/config.yaml`` is made from them and documents every key). Every value, wherever
+it came from, is checked against its declaration, and the keys against each other; an
+unknown key, a value of the wrong type or out of range is a one-line ConfigError naming
+the key, the value, where it came from and what is allowed.
 """
 import argparse
 import sys
 
-from ..config import add_override_arguments, parser_config
+import torch
+
+from ..config import add_override_arguments
+from ..config.command_line import merged_config
+from ..config.flags import ArgumentParser, add_setting_flags
+from ..engine.options import LoopOptions
 from ..errors import ConfigError
+from ..models.build_models import check_model_options
+from ..scheduler.build_scheduler import schedule_name
+from .classification_settings import (
+    DEFAULT_NUM_EPOCHS,
+    DEFAULT_TEST_DATA,
+    DEFAULT_TRAIN_DATA,
+    GROUPS,
+    MAX_IMAGE_SIDE,
+    TASK_SETTINGS,
+)
 
-DEFAULT_TRAIN_DATA = "data/digits/train"
-DEFAULT_TEST_DATA = "data/digits/val"
-DEFAULT_NUM_EPOCHS = 12
+__all__ = ["DEFAULT_NUM_EPOCHS", "DEFAULT_TEST_DATA", "DEFAULT_TRAIN_DATA", "TRANSFORM_KEYS", "check_task_config",
+           "check_transform", "get_parser", "parse_config"]
 
-# Keys whose value may take several types; the parser's defaults fix the type of every other key.
-FREE_TYPED_KEYS = {
-    "amp": None,  # none | bf16 | fp16 | true
-    "pretrained": None,  # false | true | path of a weights file
-    "num_classes": None,  # read from the data; present in a saved config.yaml
-    "classes": None,
-    "deterministic": None,  # false | true | warn
-}
+TRANSFORM_KEYS = ("input_size", "crop_ratio", "rgb_mean", "rgb_std")  # what build_transform reads
 
 
 def get_parser(prog=None):
-    """Every config key with its default (the values of ``configs/config.yaml``).
-
-    Keys without a flag are set in the YAML file or as ``key=value``.
-    """
+    """The task's command line: a flag for the keys people type most, every key's default (those of
+    ``configs/config.yaml``), and ``KEY=VALUE`` for any key."""
     class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
         """Shows the defaults, and the description and the examples as written here."""
 
-    # tests/test_help_examples.py runs every example of this help text.
-    parser = argparse.ArgumentParser(
+    # tests/e2e/test_help_examples.py runs every example of this help text.
+    parser = ArgumentParser(
         prog=prog,
         formatter_class=HelpFormatter,
         description="Train an image classifier on ImageFolder data (one sub-folder per class).\n"
                     "With no data given, the bundled handwritten digits are written to data/digits and used.",
         epilog="Any key of configs/config.yaml can be set as KEY=VALUE; after a flag that takes several\n"
                "values, such as --gpu_id, put them behind --opts. Precedence: KEY=VALUE, then flags,\n"
-               "then the -c YAML file, then the defaults above.\n"
+               "then the -c YAML file, then the defaults above. docs/configuration.md describes every key.\n"
                "\n"
                "examples:\n"
                "  %(prog)s -c configs/config.yaml\n"
@@ -49,93 +56,73 @@ def get_parser(prog=None):
                "  %(prog)s --gpu_id 0 1 --opts lr=0.05 amp=bf16\n"
                "  %(prog)s --distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)",
     )
-    parser.add_argument("-c", "--config_file", default=None, help="YAML config file (configs/config.yaml "
-                                                                  "documents every key)")
-    data = parser.add_argument_group("data")
-    data.add_argument("--train_data", default=DEFAULT_TRAIN_DATA,
-                      help="training ImageFolder (the digits are written there when the default is missing)")
-    data.add_argument("--test_data", default=DEFAULT_TEST_DATA, help="evaluation ImageFolder, same class folders")
-    data.add_argument("--input_size", nargs=2, type=int, default=[32, 32], metavar=("W", "H"),
-                      help="network input width and height")
-    data.add_argument("--batch_size", type=int, default=64, help="images per batch and process")
-    data.add_argument("--num_workers", type=int, default=0, help="data loading processes per training process")
-    parser.set_defaults(crop_ratio=0.875, hflip=False, rgb_mean=[0.5, 0.5, 0.5], rgb_std=[0.5, 0.5, 0.5],
-                        on_bad_image="raise")
-
-    model = parser.add_argument_group("model")
-    model.add_argument("--net_type", default="resnet18", help="any torchvision classification model")
-    model.add_argument("--width_mult", type=float, default=1.0, help="width multiplier (MobileNets only)")
-    parser.set_defaults(pretrained=False)
-
-    optim = parser.add_argument_group("optimisation")
-    optim.add_argument("--optim_type", default="SGD", help="SGD, Adam, AdamW or RMSprop")
-    optim.add_argument("--lr", type=float, default=0.05, help="initial learning rate")
-    optim.add_argument("--momentum", type=float, default=0.9, help="SGD and RMSprop momentum")
-    optim.add_argument("--weight_decay", type=float, default=0.0005, help="L2 weight decay")
-    optim.add_argument("--loss_type", default="CELoss", help="CELoss, LabelSmoothing, FocalLoss, ...")
-    optim.add_argument("--scheduler", default="cosine", help="multi-step, cosine, exp, poly, one-cycle, ...")
-    optim.add_argument("--milestones", nargs="+", type=int, default=[6, 9],
-                       help="epochs (steps with max_iters) where multi-step decays")
-    optim.add_argument("--num_warn_up", type=float, default=1.0, help="epochs (steps with max_iters) of linear warm-up")
-    optim.add_argument("--num_epochs", type=int, default=None,
-                       help=f"training epochs ({DEFAULT_NUM_EPOCHS} unless max_iters is set)")
-    optim.add_argument("--max_iters", type=int, default=None,
-                       help="train for exactly this many optimizer steps instead of num_epochs")
-    parser.set_defaults(eval_every_n_iters=0)
-
-    loop = parser.add_argument_group("training loop")
-    loop.add_argument("--amp", action="store_const", const="true", default="none",
-                      help="mixed precision: fp16 on CUDA, bf16 on CPU (choose with amp=bf16 or amp=fp16)")
-    loop.add_argument("--accumulate_grad_batches", type=int, default=1, help="batches per optimizer step")
-    loop.add_argument("--clip_grad_norm", type=float, default=0.0, help="clip the gradient norm (0: off)")
-    loop.add_argument("--channels_last", action="store_true", help="channels-last memory format")
-    loop.add_argument("--compile", action="store_true", help="torch.compile the model")
-    parser.set_defaults(nonfinite_loss="raise", nonfinite_check_every=50, stop_check_every=10, sync_bn=False)
-    parser.set_defaults(deterministic=False)
-
-    runtime = parser.add_argument_group("runtime")
-    runtime.add_argument("--gpu_id", nargs="+", type=int, default=[0],
-                         help="GPUs to use; with --distributed one process each (on a CPU-only machine, "
-                              "that many CPU processes with gloo)")
-    runtime.add_argument("--distributed", action="store_true", help="one process per gpu_id (DDP, or FSDP)")
-    runtime.add_argument("--strategy", choices=("ddp", "fsdp"), default="ddp",
-                         help="with --distributed: ddp (whole model per process) or fsdp (sharded)")
-    parser.set_defaults(fsdp_shard=[], fsdp_reshard_after_forward=True, fsdp_cpu_offload=False,
-                        activation_checkpointing=[], async_checkpoint=False)
-    runtime.add_argument("--num_machines", type=int, default=1, help="machines in a multi-machine job")
-    runtime.add_argument("--machine_rank", type=int, default=0, help="this machine's index")
-    runtime.add_argument("--dist_url", default="auto", help="auto (one machine), or tcp://<machine 0>:<port>")
-    runtime.add_argument("--seed", type=int, default=2020, help="seed of weights, shuffling and augmentation")
-    runtime.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar")
-    runtime.add_argument("--log_freq", type=int, default=20, help="a log line every N batches")
-    parser.set_defaults(profile=False, profile_steps=None)
-    runtime.add_argument("--work_dir", default="work_dirs/classification", help="where checkpoints and logs go")
-    parser.set_defaults(loggers=["tensorboard", "csv"], mlflow_tracking_uri=None)
-    parser.set_defaults(dist_timeout=1800, watchdog_timeout=300.0, watchdog_factor=20.0, slurm_requeue=True)
-
-    ckpt = parser.add_argument_group("checkpoints")
-    ckpt.add_argument("--resume", default=None, help="continue a run: auto (the newest last.pth in work_dir) or a path")
-    ckpt.add_argument("--finetune", default=None, help="start from these weights (layers of another shape stay fresh)")
-    parser.set_defaults(strict=False, save_best_k=1, checkpoint_every_n_iters=0, checkpoint_every_n_minutes=0.0)
-
-    prune = parser.add_argument_group("pruning")
-    prune.add_argument("--use_prune", action="store_true", help="prune channels before training, then fine-tune")
-    prune.add_argument("--prune_sparsity", type=float, default=0.3, help="fraction of channels removed per layer")
-    prune.add_argument("--prune_mod", default="L1", help="L1, L2, FPGM, Slim or Level")
-    parser.set_defaults(prune_bn_l1=0.0, early_stopping_patience=0, ema_decay=0.0)
+    add_setting_flags(parser, TASK_SETTINGS, GROUPS)
     return add_override_arguments(parser)
 
 
 def parse_config(argv=None, prog=None):
-    """The config for ``argv`` (default ``sys.argv[1:]``), checked strictly (see the module docstring)."""
+    """The config for ``argv`` (default ``sys.argv[1:]``), checked (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = get_parser(prog)
     # Intermixed: key=value overrides may come before, between or after the flags.
-    # The pipeline saves its resolved config itself: no args_config.yaml for a run without -c.
-    cfg = parser_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
-                        known=FREE_TYPED_KEYS, save_args=False)
+    cfg, sources = merged_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
+                                 schema=TASK_SETTINGS)
     if cfg.num_epochs is None and cfg.max_iters is None:
         cfg.num_epochs = DEFAULT_NUM_EPOCHS
-    if len(cfg.input_size) != 2:
-        raise ConfigError(f"input_size expects [width, height], got {cfg.input_size}")
+    check_task_config(cfg, sources)
     return cfg
+
+
+def check_task_config(cfg, sources=None):
+    """Checks ``cfg`` (a complete task config) against the declarations and its keys against each other,
+    before anything is made from it: a one-line ConfigError for the first problem. ``sources`` says where
+    each key's value came from; without it, the config as given is named. Files and folders it names are
+    the business of those who read them (a missing one is refused before the work dir is made)."""
+    given = sources or {}
+
+    def source(key):
+        return given.get(key) or "in the config"
+
+    def named(*keys):
+        return _named(cfg, source, keys)
+
+    TASK_SETTINGS.check(cfg, source, strict=True)
+    if cfg.num_epochs is not None and cfg.max_iters is not None:
+        raise ConfigError(f"{named('num_epochs', 'max_iters')}: a run is one or the other; set num_epochs: null to "
+                          f"train for max_iters")
+    if cfg.machine_rank >= cfg.num_machines:
+        raise ConfigError(f"{named('machine_rank', 'num_machines')}: machine_rank counts from 0 to num_machines - 1")
+    check_transform(cfg, source)
+    _check_schedule(cfg, named)
+    try:
+        check_model_options(cfg.net_type, cfg.width_mult, cfg.pretrained, cfg.input_size)
+    except ConfigError as error:
+        raise ConfigError(f"{error} (given {named('net_type', 'width_mult', 'input_size')})") from None
+    LoopOptions.from_config(cfg, torch.device("cpu"))  # whatever else the loop checks, checked now
+
+
+def check_transform(cfg, source) -> None:
+    """Checks the keys images are transformed by (``TRANSFORM_KEYS``; ``source(key)`` says where each came
+    from), and that the size images are resized to stays within ``MAX_IMAGE_SIDE``."""
+    TASK_SETTINGS.check({key: cfg[key] for key in TRANSFORM_KEYS}, source)
+    resized = max(round(side / cfg["crop_ratio"]) for side in cfg["input_size"])
+    if resized > MAX_IMAGE_SIDE:
+        raise ConfigError(f"{_named(cfg, source, ('input_size', 'crop_ratio'))}: images would be resized to {resized} "
+                          f"pixels (input_size / crop_ratio) before cropping, more than {MAX_IMAGE_SIDE}; raise "
+                          f"crop_ratio or lower input_size")
+
+
+def _named(cfg, source, keys) -> str:
+    """``input_size [32, 32] (from --input_size), crop_ratio 0.5 (in c.yaml line 3)``: keys, values, sources."""
+    return ", ".join(f"{key} {cfg[key]!r} ({source(key)})" for key in keys)
+
+
+def _check_schedule(cfg, named):
+    schedule = schedule_name(cfg.scheduler)
+    if schedule == "multi-step" and not cfg.milestones:
+        raise ConfigError(f"{named('scheduler', 'milestones')}: multi-step needs milestones, the epochs where lr is "
+                          f"multiplied by 0.1 (steps with max_iters)")
+    if schedule == "step" or (schedule == "exp" and cfg.max_iters is not None):
+        raise ConfigError(f"{named('scheduler')}: the classification task sets no step_size, which scheduler "
+                          f"{cfg.scheduler} needs{' with max_iters' if schedule == 'exp' else ''}; use multi-step "
+                          f"with milestones, or cosine")

@@ -20,11 +20,14 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from ..config import Config
+from ..data.folder import image_error_reason
 from ..engine.trainer import EngineTrainer
-from ..errors import DataError
+from ..errors import CheckpointError, ConfigError, DataError
 from ..export import model_from_checkpoint
 from ..utils.file_utils import atomic_write
 from .classification import build_transform
+from .classification_config import TRANSFORM_KEYS, check_transform
+from .classification_settings import TASK_SETTINGS
 
 
 class ImageFiles(Dataset):
@@ -37,8 +40,14 @@ class ImageFiles(Dataset):
         return len(self.paths)
 
     def __getitem__(self, index):
-        with Image.open(self.paths[index]) as image:
-            return self.transform(image.convert("RGB")), index
+        path = self.paths[index]
+        try:
+            with Image.open(path) as image:
+                image = image.convert("RGB")
+        except Exception as error:  # noqa: BLE001 - Pillow fails on bad files in many ways
+            raise DataError(f"--data: cannot read image {path} ({image_error_reason(error)}); fix or remove the "
+                            f"file") from None
+        return self.transform(image), index
 
 
 class Predictor(EngineTrainer):
@@ -68,6 +77,24 @@ class Predictor(EngineTrainer):
         return []
 
 
+def _transform_config(saved: dict, checkpoint) -> Config:
+    """The run's config as far as predicting reads it, checked as a config file would be: a key the run did not
+    save (an older version) takes its declared default."""
+    cfg = Config({key: TASK_SETTINGS[key].default for key in TRANSFORM_KEYS})
+    cfg.update(saved)
+    try:
+        check_transform(cfg, lambda key: f"in the config saved with {checkpoint}")
+        TASK_SETTINGS.check({key: cfg.get(key) for key in ("classes", "num_classes")},
+                            f"in the config saved with {checkpoint}")
+    except ConfigError as error:
+        raise CheckpointError(str(error)) from None
+    if cfg.get("classes") is not None and len(cfg["classes"]) != cfg["num_classes"]:
+        raise CheckpointError(f"the config saved with {checkpoint} names {len(cfg['classes'])} classes for a model "
+                              f"of {cfg['num_classes']} outputs; it was edited or not written by the classification "
+                              f"task")
+    return cfg
+
+
 def image_paths(root) -> list:
     """Every image file under ``root``, sorted; a one-line DataError when there is none."""
     if not os.path.isdir(root):
@@ -82,7 +109,7 @@ def image_paths(root) -> list:
 def predict_images(checkpoint, data, out, topk=1, batch_size=64, gpu_id=None) -> int:
     """Writes one CSV row per image under ``data`` to ``out``; returns the number of rows."""
     loaded = model_from_checkpoint(checkpoint)
-    cfg = Config(loaded.config)
+    cfg = _transform_config(loaded.config, checkpoint)
     classes = list(cfg.get("classes") or range(cfg["num_classes"]))
     topk = max(1, min(int(topk), len(classes)))
     paths = image_paths(data)

@@ -44,6 +44,27 @@ def copy_file_to_dir(file, dir):
     return target
 
 
+def check_writable_file(path, name) -> str:
+    """``path`` if a file can be written there (what ``name``, e.g. ``--out``, asks for); else a one-line
+    ConfigError: an empty path, a folder, a parent that is a file or not writable, a name too long."""
+    if not path or not str(path).strip():
+        raise ConfigError(f"{name} is empty; name the file to write")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ConfigError(f"{name} {path} is a folder; name a file in it")
+    # atomic_write writes ".<name>.<8 random characters>.tmp" beside it first
+    if len(os.fsencode(os.path.basename(path))) + 14 > 255:
+        raise ConfigError(f"{name} {path}: the file name is too long; choose a shorter one")
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(folder):  # atomic_write creates the missing folders
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{name} {path}: {folder} is a file, not a folder; choose another path")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{name} {path}: cannot write in {folder} (permission denied); choose a writable folder")
+    return path
+
+
 @contextlib.contextmanager
 def atomic_write(path, binary=False, durable=False):
     """Opens a temporary file beside ``path`` for writing (UTF-8 text, or bytes with

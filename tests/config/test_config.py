@@ -396,7 +396,7 @@ def strict_error(monkeypatch, argv, **kwargs):
 
 def test_strict_unknown_yaml_key_suggests_the_closest_known_key(monkeypatch, tmp_path):
     path = write_yaml(tmp_path, "lrr: 0.5\n")
-    assert strict_error(monkeypatch, ["-c", path]) == f"unknown config key 'lrr' (in {path}): did you mean 'lr'?"
+    assert strict_error(monkeypatch, ["-c", path]) == f"unknown config key 'lrr' (in {path} line 1): did you mean 'lr'?"
 
 
 def test_strict_unknown_override_key_suggests_the_closest_known_key(monkeypatch):
@@ -415,7 +415,8 @@ def test_strict_unknown_key_with_no_close_match_says_to_check_it(monkeypatch):
 
 def test_strict_wrong_type_in_yaml_names_the_key_and_the_type_expected(monkeypatch, tmp_path):
     path = write_yaml(tmp_path, "batch_size: abc\n")
-    assert strict_error(monkeypatch, ["-c", path]) == f"config key 'batch_size' expects int, got str 'abc' (in {path})"
+    message = strict_error(monkeypatch, ["-c", path])
+    assert message == f"config key 'batch_size' expects int, got str 'abc' (in {path} line 1)"
 
 
 def test_strict_wrong_type_in_override_names_the_key_and_the_type_expected(monkeypatch):
@@ -426,7 +427,7 @@ def test_strict_wrong_type_in_override_names_the_key_and_the_type_expected(monke
 def test_strict_checks_nested_keys_given_as_known(monkeypatch, tmp_path):
     path = write_yaml(tmp_path, "optim: {momentun: 0.9}\n")
     message = strict_error(monkeypatch, ["-c", path], known={"optim": {"momentum": 0.9}})
-    assert message == f"unknown config key 'optim.momentun' (in {path}): did you mean 'optim.momentum'?"
+    assert message == f"unknown config key 'optim.momentun' (in {path} line 1): did you mean 'optim.momentum'?"
 
 
 def test_strict_passes_a_config_that_matches(monkeypatch, tmp_path):

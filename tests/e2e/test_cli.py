@@ -46,7 +46,8 @@ def test_train_config_errors_are_one_line_with_exit_code_2(capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main(["train", "batch_size=big"])
     assert stop.value.code == 2
-    assert capsys.readouterr().err.strip() == "error: config key 'batch_size' expects int, got str 'big' (from the command line)"
+    assert capsys.readouterr().err.strip() == ("error: config key 'batch_size' expects an integer >= 1, got str 'big' "
+                                                  "(from the command line)")
 
 
 def test_train_runs_the_pipeline_from_a_config_file(tmp_path):

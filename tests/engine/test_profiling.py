@@ -120,7 +120,8 @@ def test_profiling_off_creates_no_profiler_and_never_enables_it(tmp_path):
 
 @pytest.mark.parametrize("steps", [[1, 1], [1, 1, 0], [-1, 1, 3], "1,1,3", [1.0, 1, 3]])
 def test_profile_steps_other_than_three_counts_with_one_active_batch_is_a_config_error(tmp_path, steps):
-    with pytest.raises(ConfigError, match=r"profile_steps expects \[wait, warmup, active\]"):
+    with pytest.raises(ConfigError, match=r"config key 'profile_steps' expects \[wait, warmup, active\]: an integer "
+                                          r">= 0, an integer >= 0, an integer >= 1 or null, got "):
         ToyTrainer(toy_cfg(work_dir=str(tmp_path), profile_steps=steps))
 
 

@@ -219,7 +219,7 @@ def test_compile_trains_to_the_same_weights_as_eager():
 
 
 def test_an_unknown_amp_value_is_a_config_error():
-    with pytest.raises(ConfigError, match="amp: 'fp8' is not one of none, bf16, fp16"):
+    with pytest.raises(ConfigError, match="config key 'amp' expects one of none, bf16, fp16, true, got str 'fp8'"):
         ToyTrainer(toy_cfg(amp="fp8"))
 
 
@@ -314,7 +314,7 @@ def test_a_callback_that_declines_an_event_is_never_called_there():
 
 
 def test_an_unknown_nonfinite_loss_mode_is_a_config_error():
-    with pytest.raises(ConfigError, match="nonfinite_loss: 'warn' is not one of raise, skip, ignore"):
+    with pytest.raises(ConfigError, match="config key 'nonfinite_loss' expects one of raise, skip, ignore, got str 'warn'"):
         ToyTrainer(toy_cfg(nonfinite_loss="warn"))
 
 

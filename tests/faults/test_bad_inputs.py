@@ -91,7 +91,7 @@ def test_wrong_value_type_names_the_key_and_the_type(guarded, capsys, tmp_path):
     data, work = guarded
     (tmp_path / "c.yaml").write_text("batch_size: many\n")
     line = fails(capsys, "-c", tmp_path / "c.yaml", *base_flags(data, work))
-    assert "config key 'batch_size' expects int, got str 'many'" in line
+    assert f"config key 'batch_size' expects an integer >= 1, got str 'many' (in {tmp_path / 'c.yaml'} line 1)" in line
 
 
 def test_yaml_syntax_error_gives_the_line_number(guarded, capsys, tmp_path):

@@ -38,9 +38,9 @@ def test_two_deterministic_runs_end_with_bitwise_equal_weights(restore_determini
 
 # ---------------------------------------------------------------------- options
 @pytest.mark.parametrize("key, value, expected", [
-    ("watchdog_timeout", -1, "watchdog_timeout expects a number >= 0, got -1"),
-    ("watchdog_factor", "fast", "watchdog_factor expects a number >= 0, got 'fast'"),
-    ("deterministic", "yes", "deterministic expects true, false or warn, got 'yes'"),
+    ("watchdog_timeout", -1, r"config key 'watchdog_timeout' expects a number in \[0, 1e9\], got int -1"),
+    ("watchdog_factor", "fast", r"config key 'watchdog_factor' expects a number in \[0, 1e9\], got str 'fast'"),
+    ("deterministic", "yes", "config key 'deterministic' expects one of false, true, warn, got str 'yes'"),
 ])
 def test_fault_options_are_checked(key, value, expected):
     with pytest.raises(ConfigError, match=expected):

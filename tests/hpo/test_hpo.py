@@ -125,7 +125,8 @@ def test_a_trials_values_are_set_over_the_config_and_it_trains_in_its_own_folder
 
 
 @pytest.mark.parametrize("params, message", [({"lrr": 0.1}, "unknown config key 'lrr'.*did you mean 'lr'"),
-                                             ({"batch_size": "many"}, "'batch_size' expects int")])
+                                             ({"batch_size": "many"},
+                                              "'batch_size' expects an integer >= 1, got str 'many'")])
 def test_a_search_space_with_an_unknown_key_or_a_wrong_type_is_a_config_error(params, message):
     with pytest.raises(ConfigError, match=message):
         trial_config([], params, "trial_0")

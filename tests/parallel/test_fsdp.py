@@ -326,7 +326,7 @@ def test_sync_bn_under_fsdp_on_the_cpu_is_a_one_line_config_error():
 
 
 def test_an_unknown_strategy_or_shard_class_is_a_config_error():
-    with pytest.raises(ConfigError, match="strategy: 'zero' is not one of ddp, fsdp"):
+    with pytest.raises(ConfigError, match="config key 'strategy' expects ddp or fsdp, got str 'zero'"):
         LoopOptions.from_config({"strategy": "zero"}, torch.device("cpu"))
     with pytest.raises(ConfigError, match="activation_checkpointing: Blok is no module class of this model"):
         Strategy(torch.device("cpu"), activation_checkpointing=["Blok"]).wrap(BlockMLP())

@@ -1,0 +1,60 @@
+"""The configuration reference, written from declared settings: a commented YAML file and Markdown tables.
+
+Both are made, never edited by hand: what a key accepts, its default, unit and help are
+stated once, in its :class:`~basetrainer.config.schema.Setting`.
+"""
+import textwrap
+
+import yaml
+
+VALUE_COLUMN = 32  # where the comments of a YAML reference start
+WIDTH = 118
+
+
+def yaml_text(value) -> str:
+    """``value`` as one line of YAML (``null``, ``false``, ``[32, 32]``, ``work_dirs/x``)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10 ** 6).strip().removesuffix("...").strip()
+
+
+def yaml_reference(schema, groups: dict, header: str) -> str:
+    """A YAML file of every setting of ``schema`` whose group is in ``groups`` (group -> section title), in
+    that order: ``key: default`` and a comment with the help, what the key accepts and its unit."""
+    lines = [f"# {line}".rstrip() for line in header.strip().splitlines()]
+    for group, title in groups.items():
+        settings = [setting for setting in schema if setting.group == group]
+        if not settings:
+            continue
+        lines += ["", f"# {'-' * 64} {title}"]
+        for setting in settings:
+            lines += _commented(f"{setting.name}: {yaml_text(setting.default)}", _comment(setting))
+    return "\n".join(lines) + "\n"
+
+
+def markdown_reference(schema, groups: dict, flags: bool = True) -> str:
+    """A Markdown table per group of ``groups`` (group -> title): key (and its flag, with ``flags``), default,
+    what it accepts, unit, help."""
+    parts = []
+    for group, title in groups.items():
+        settings = [setting for setting in schema if setting.group == group]
+        if not settings:
+            continue
+        rows = ["| key | default | accepts | unit | what it does |", "| --- | --- | --- | --- | --- |"]
+        for setting in settings:
+            flag = f" (`--{setting.name}`)" if flags and setting.flag is not None else ""
+            cells = [f"`{setting.name}`{flag}", f"`{yaml_text(setting.default)}`", setting.allowed(), setting.unit,
+                     setting.help]
+            rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+        parts.append(f"### {title}\n\n" + "\n".join(rows) + "\n")
+    return "\n".join(parts)
+
+
+def _comment(setting) -> str:
+    details = "; ".join(part for part in (setting.allowed(), setting.unit) if part)
+    return f"{setting.help} ({details})"
+
+
+def _commented(code: str, comment: str) -> list:
+    column = max(VALUE_COLUMN, len(code) + 2)
+    wrapped = textwrap.wrap(comment, width=WIDTH - column - 2) or [""]
+    first = f"{code.ljust(column)}# {wrapped[0]}"
+    return [first, *(f"{' ' * column}# {line}" for line in wrapped[1:])]

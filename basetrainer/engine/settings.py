@@ -1,0 +1,99 @@
+"""The config keys the training loop reads, each declared once: kind, default, unit, help.
+
+:class:`~.options.LoopOptions` is read from these (``LOOP_SETTINGS.read``); a task's command
+line, ``configs/config.yaml`` and ``docs/configuration.md`` are made from them. Any
+``EngineTrainer`` reads them from its config, whatever else the config holds.
+"""
+import argparse
+
+from ..config.kinds import Boolean, Choice, Integer, ListOf, Number, OneOf, Positions, Text
+from ..config.schema import Schema, Setting
+
+AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
+               "bfloat16": "bf16", "float16": "fp16", "half": "fp16", True: "true", False: "none"}
+CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
+
+LOOP_SETTINGS = Schema([
+    # ---------------------------------------------------------------- how long
+    Setting("num_epochs", Integer(minimum=1), 1, "training epochs", unit="epochs", group="optimisation", flag={}),
+    Setting("max_iters", Integer(minimum=1), None,
+            "or train for exactly this many optimizer steps (null: train for num_epochs)",
+            unit="optimizer steps", nullable=True, group="optimisation", flag={}),
+    Setting("eval_every_n_iters", Integer(minimum=0), 0,
+            "evaluate (and keep the best model, stop early) every n optimizer steps and at the end (0: at every "
+            "epoch end)", unit="optimizer steps", group="optimisation"),
+    # ---------------------------------------------------------------- each step
+    Setting("amp", Choice("none", "bf16", "fp16", "true", aliases=AMP_ALIASES), "none",
+            "mixed precision (true: fp16 on CUDA, bf16 on the CPU)", group="training loop",
+            flag={"action": "store_const", "const": "true"}),
+    Setting("accumulate_grad_batches", Integer(minimum=1), 1,
+            "batches whose gradients are summed before each optimizer step", unit="batches", group="training loop",
+            flag={}),
+    Setting("clip_grad_norm", Number(minimum=0), 0.0, "clip the gradients' total norm to this (0: no clipping)",
+            group="training loop", flag={}),
+    Setting("channels_last", Boolean(), False, "channels-last memory format (faster convolutions on recent GPUs)",
+            group="training loop", flag={}),
+    Setting("compile", Boolean(), False, "torch.compile the model (slow start, faster steps)", group="training loop",
+            flag={}),
+    Setting("nonfinite_loss", Choice("raise", "skip", "ignore"), "raise",
+            "a NaN or infinite loss: raise (stop, exit code 3), skip (drop that optimizer step) or ignore (no checks)",
+            group="training loop"),
+    Setting("nonfinite_check_every", Integer(minimum=1), 50,
+            "batches between NaN checks (a check is a host sync; the error still names the first bad batch)",
+            unit="batches", group="training loop"),
+    Setting("stop_check_every", Integer(minimum=1), 10,
+            "optimizer steps (and test batches) between checks, across processes, for a stop signal",
+            unit="optimizer steps", group="training loop"),
+    Setting("sync_bn", Boolean(), False, "synchronise BatchNorm statistics across processes (distributed only)",
+            group="training loop"),
+    Setting("find_unused_parameters", Boolean(), False,
+            "DDP: allow parameters that get no gradient in a step (slower)", group="training loop"),
+    Setting("broadcast_buffers", Boolean(), True, "DDP: copy buffers (BatchNorm statistics) from rank 0 every step",
+            group="training loop"),
+    Setting("deterministic", Choice(False, True, "warn"), False,
+            "deterministic algorithms only (warn: warn where an operation has none): two runs on one machine end "
+            "bitwise equal", group="training loop"),
+    # ---------------------------------------------------------------- devices and processes
+    Setting("gpu_id", OneOf(Integer(minimum=-1), ListOf(Integer(minimum=-1)),
+                            Text(pattern=r"-?[0-9]+", meaning="a GPU number as text")), None,
+            "GPUs to use (null, [] or -1: the CPU; without CUDA, the CPU)", nullable=True, group="runtime"),
+    Setting("strategy", Choice("ddp", "fsdp"), "ddp",
+            "with several processes: ddp (whole model in every process) or fsdp (parameters, gradients and "
+            "optimizer state sharded)", group="runtime", flag={}),
+    Setting("fsdp_shard", CLASS_NAMES, [],
+            "fsdp: module classes sharded as units, e.g. [BasicBlock] ([]: the repeated class holding most "
+            "parameters)", group="runtime"),
+    Setting("fsdp_reshard_after_forward", Boolean(), True,
+            "fsdp: free each unit's gathered parameters after its forward (less memory, one more all-gather)",
+            group="runtime"),
+    Setting("fsdp_cpu_offload", Boolean(), False,
+            "fsdp: keep parameter shards, gradients and optimizer state in host memory", group="runtime"),
+    Setting("activation_checkpointing", CLASS_NAMES, [],
+            "module classes that recompute their activations in backward, e.g. [BasicBlock] (less memory)",
+            group="runtime"),
+    Setting("async_checkpoint", Boolean(), False, "write checkpoints in the background (a sharded model/last/ "
+            "directory)", group="runtime"),
+    Setting("watchdog_timeout", Number(minimum=0, maximum=1e9), 300.0,
+            "a rank that finishes no step for this long (or watchdog_factor x the median step) ends itself, "
+            "exit 124 (0: off)", unit="seconds", group="runtime"),
+    Setting("watchdog_factor", Number(minimum=0, maximum=1e9), 20.0,
+            "the watchdog's limit as a multiple of the median step time", group="runtime"),
+    Setting("slurm_requeue", Boolean(), True,
+            "under SLURM, a stop by SIGUSR1 requeues the job after saving; the requeued job resumes", group="runtime"),
+    Setting("seed", Integer(minimum=0, maximum=2 ** 32 - 1), 2020, "seed of weights, shuffling and augmentation",
+            group="runtime", flag={}),
+    Setting("progress", Choice("auto", True, False), "auto", "the progress bar, main process only (auto: shown)",
+            group="runtime", flag={"action": argparse.BooleanOptionalAction}),
+    Setting("profile", Boolean(), False,
+            "trace a few training batches with torch.profiler into work_dir/log/profile/", group="runtime"),
+    Setting("profile_steps", Positions(Integer(minimum=0), Integer(minimum=0), Integer(minimum=1),
+                                       names=("wait", "warmup", "active")), None,
+            "batches skipped, traced and dropped, then traced (null: [1, 1, 3] when profile is true); "
+            "setting it turns the profiler on", unit="batches", nullable=True, group="runtime"),
+    Setting("work_dir", Text(non_empty=True, meaning="a path"), None, "where checkpoints and logs go", nullable=True, group="runtime",
+            flag={}),
+    # ---------------------------------------------------------------- checkpoints
+    Setting("resume", OneOf(Text(meaning="auto or a checkpoint path"), Choice(False)), None,
+            "continue a run: auto (the newest last.pth under work_dir) or a checkpoint path (null, false: start "
+            "afresh)", nullable=True, group="checkpoints", flag={}),
+])

@@ -1,0 +1,139 @@
+"""Every config key of the classification task, declared once: the loop's keys (with the task's defaults),
+the model's and the task's own. Its command line (:mod:`.classification_config`), ``configs/config.yaml`` and
+``docs/configuration.md`` (:mod:`.reference`) are made from these."""
+from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, Text
+from ..config.schema import Schema, Setting
+from ..criterion.criterion import loss_name
+from ..distributed.process_group import check_dist_url
+from ..engine.settings import LOOP_SETTINGS
+from ..models.settings import MODEL_SETTINGS
+from ..optimizer.build_optimizer import optimizer_name
+from ..pruning.pruner import prune_mode_name
+from ..scheduler.build_scheduler import schedule_name
+
+DEFAULT_TRAIN_DATA = "data/digits/train"
+DEFAULT_TEST_DATA = "data/digits/val"
+DEFAULT_NUM_EPOCHS = 12
+MAX_IMAGE_SIDE = 8192  # pixels an image is resized to, at most: beyond it one image takes gigabytes
+
+# The sections of --help and of the references, in order, and their titles. config.yaml leaves out the
+# file it would name and what a run writes itself.
+GROUPS = {
+    "command line": "command line",
+    "data": "data",
+    "model": "model",
+    "optimisation": "optimisation",
+    "training loop": "training loop",
+    "runtime": "runtime",
+    "checkpoints": "checkpoints",
+    "pruning": "pruning",
+    "callbacks": "other callbacks",
+    "run": "written by the run",
+}
+CONFIG_YAML_GROUPS = {group: title for group, title in GROUPS.items() if group not in ("command line", "run")}
+
+_PATH = Text(non_empty=True, meaning="a path")
+
+TASK_ONLY = Schema([
+    Setting("config_file", _PATH, None, "YAML config file (configs/config.yaml documents every key)",
+            nullable=True, group="command line", flag={"names": ("-c", "--config_file")}),
+    # ---------------------------------------------------------------- data
+    Setting("train_data", _PATH, DEFAULT_TRAIN_DATA,
+            "training ImageFolder, one sub-folder of images per class (the digits are written there when this "
+            "default is missing)", group="data", flag={}),
+    Setting("test_data", Text(), DEFAULT_TEST_DATA, "evaluation ImageFolder with the same class folders (\"\": none)",
+            nullable=True, group="data", flag={}),
+    Setting("crop_ratio", Number(0, 1, above=True), 0.875,
+            "images are resized to input_size / crop_ratio, then cropped to input_size (at random for training, "
+            "in the centre for testing)", group="data"),
+    Setting("hflip", Boolean(), False, "random horizontal flips for training", group="data"),
+    Setting("rgb_mean", ListOf(Number(0, 1), length=3), [0.5, 0.5, 0.5],
+            "normalisation per channel: (pixel / 255 - rgb_mean) / rgb_std", group="data"),
+    Setting("rgb_std", ListOf(Number(0, 10, above=True), length=3), [0.5, 0.5, 0.5],
+            "normalisation per channel (ImageNet's: [0.229, 0.224, 0.225])", group="data"),
+    Setting("batch_size", Integer(minimum=1), 64, "images per batch and per process", unit="images", group="data",
+            flag={}),
+    Setting("num_workers", Integer(minimum=0, maximum=256), 0,
+            "data loading processes per training process (0: load in the training process)", unit="processes",
+            group="data", flag={}),
+    Setting("on_bad_image", Choice("raise", "skip"), "raise",
+            "an unreadable image: raise (stop, naming the file) or skip (warn, use another)", group="data"),
+    # ---------------------------------------------------------------- optimisation
+    Setting("optim_type", Named(optimizer_name, "SGD, Adam, AdamW or RMSprop"), "SGD", "the optimizer",
+            group="optimisation", flag={}),
+    Setting("lr", Number(0, above=True), 0.05, "initial learning rate (after warm-up)", group="optimisation",
+            flag={}),
+    Setting("momentum", Number(0, 1), 0.9, "SGD and RMSprop momentum", group="optimisation", flag={}),
+    Setting("weight_decay", Number(0), 0.0005, "L2 weight decay", group="optimisation", flag={}),
+    Setting("loss_type", Named(loss_name, "CELoss, LabelSmoothing, FocalLoss, BCEWithLogitsLoss, L1Loss, MSELoss or "
+                                          "SmoothL1Loss"), "CELoss", "the loss", group="optimisation", flag={}),
+    Setting("scheduler", Named(schedule_name, "multi-step, cosine, exp, poly, one-cycle or constant"), "cosine",
+            "the lr schedule", group="optimisation", flag={}),
+    Setting("milestones", ListOf(Integer(minimum=0)), [6, 9],
+            "multi-step: where lr is multiplied by 0.1", unit="epochs (steps with max_iters)", group="optimisation",
+            flag={"nargs": "+"}),
+    Setting("num_warn_up", Number(0), 1.0, "linear lr warm-up (may be fractional; 0: none)",
+            unit="epochs (steps with max_iters)", group="optimisation", flag={}),
+    # ---------------------------------------------------------------- runtime
+    Setting("distributed", Boolean(), False,
+            "one process per gpu_id (without CUDA: that many CPU processes with gloo)", group="runtime", flag={}),
+    Setting("num_machines", Integer(minimum=1), 1, "machines in a multi-machine job", group="runtime", flag={}),
+    Setting("machine_rank", Integer(minimum=0), 0, "this machine's index, 0 to num_machines - 1", group="runtime",
+            flag={}),
+    Setting("dist_url", Named(check_dist_url, "auto or tcp://<host>:<port>"), "auto",
+            "rendezvous: auto (a free local port, one machine) or tcp://<machine 0>:<port>", group="runtime", flag={}),
+    Setting("dist_timeout", Number(0, 1e9, above=True), 1800,
+            "how long a collective may wait for a slow or dead process", unit="seconds", group="runtime"),
+    Setting("log_freq", Integer(minimum=1), 20, "a log line every log_freq batches", unit="batches", group="runtime",
+            flag={}),
+    Setting("loggers", ListOf(Choice("tensorboard", "csv", "mlflow", "wandb"), unique=True), ["tensorboard", "csv"],
+            "where the run's metrics go (mlflow and wandb need their extras)", group="runtime"),
+    Setting("mlflow_tracking_uri", Text(non_empty=True, meaning="a URI or a path"), None, "MLflow store (null: MLFLOW_TRACKING_URI, else SQLite under "
+            "work_dir)", nullable=True, group="runtime"),
+    Setting("wandb_mode", Choice("online", "offline", "disabled"), None, "W&B's mode (null: what W&B does, "
+            "WANDB_MODE or online)", nullable=True, group="runtime"),
+    # ---------------------------------------------------------------- checkpoints
+    Setting("finetune", _PATH, None, "start from the weights in this file (layers of another shape stay fresh)",
+            nullable=True, group="checkpoints", flag={}),
+    Setting("strict", Boolean(), False, "finetune: refuse any layer that is missing or of another shape",
+            group="checkpoints"),
+    Setting("save_best_k", Integer(minimum=0), 1,
+            "keep the k best models by test accuracy (model/best_model_<epoch>_<acc>.pth)", group="checkpoints"),
+    Setting("checkpoint_every_n_iters", Integer(minimum=0), 0,
+            "also write model/last.pth every n optimizer steps (0: at epoch ends only)", unit="optimizer steps",
+            group="checkpoints"),
+    Setting("checkpoint_every_n_minutes", Number(0, 1e9), 0.0, "also write model/last.pth every n minutes (0: off)",
+            unit="minutes", group="checkpoints"),
+    # ---------------------------------------------------------------- pruning
+    Setting("use_prune", Boolean(), False, "remove channels before training, then fine-tune the smaller model",
+            group="pruning", flag={}),
+    Setting("prune_sparsity", Number(0, 1, above=True, below=True), 0.3, "fraction of each layer's channels removed",
+            group="pruning", flag={}),
+    Setting("prune_mod", Named(prune_mode_name, "L1, L2, FPGM, Slim or Level"), "L1",
+            "how channels are ranked: L1, L2, FPGM, Slim (BatchNorm scale), Level (weights only)", group="pruning",
+            flag={}),
+    Setting("prune_bn_l1", Number(0), 0.0, "network slimming: add prune_bn_l1 x sum|BatchNorm scale| to the loss "
+            "(0: off)", group="pruning"),
+    # ---------------------------------------------------------------- other callbacks
+    Setting("early_stopping_patience", Integer(minimum=0), 0,
+            "stop after this many evaluations without a better test accuracy (0: off)", unit="evaluations",
+            group="callbacks"),
+    Setting("ema_decay", Number(0, 1, below=True), 0.0,
+            "evaluate and export an exponential moving average of the weights, e.g. 0.999 (0: off)",
+            group="callbacks"),
+])
+
+# The loop's keys as the task sets them (its own defaults where a run of the example needs them), the keys
+# the model is built from, and the task's own.
+TASK_SETTINGS = (
+    LOOP_SETTINGS
+    .replace("num_epochs", default=None, nullable=True,
+             help=f"training epochs (null: {DEFAULT_NUM_EPOCHS}, unless max_iters is set)")
+    .replace("gpu_id", kind=ListOf(Integer(minimum=0), min_length=1), default=[0], nullable=False, flag={},
+             help="GPUs to use; with distributed, one process each (without CUDA: the CPU, or that many CPU "
+                  "processes)")
+    .replace("work_dir", default="work_dirs/classification", nullable=False,
+             help="outputs: config.yaml, model/ (checkpoints), log/ (text log, history, TensorBoard events)")
+    + MODEL_SETTINGS
+    + TASK_ONLY
+)
