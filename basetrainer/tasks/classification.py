@@ -29,7 +29,6 @@ from torchvision import transforms
 
 from .. import __version__
 from ..callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
-from ..callbacks.log_history import EndLoggers
 from ..checkpoint import files as checkpoint_files
 from ..checkpoint.weights import load_weights
 from ..config import save_config
@@ -155,7 +154,6 @@ class ClassificationTrainer(EngineTrainer):
             ModelCheckpoint(model_dir=self.model_dir, epochs=cfg.num_epochs, indicator="Acc", logger=self.logger,
                             save_best_k=cfg.save_best_k, every_n_iters=cfg.checkpoint_every_n_iters,
                             every_n_minutes=cfg.checkpoint_every_n_minutes),
-            EndLoggers(history),  # after the checkpoints: model_final.pth reaches the trackers
         ]
 
     def run_step(self, inputs):

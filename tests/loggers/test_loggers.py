@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from basetrainer.callbacks.log_history import EndLoggers, LogHistory
+from basetrainer.callbacks.log_history import LogHistory
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.errors import ConfigError
@@ -62,7 +62,7 @@ def train(work_dir, names, num_epochs=2, resume=None, recorder=None):
         history = LogHistory(str(log_dir), log_freq=2, loggers=[*loggers, *([recorder] if recorder else [])],
                              artifacts=[log_dir / "confusion_matrix.png", model_dir / "model_final.pth"])
         return [LossesRecorder(), AccuracyRecorder(log_dir=str(log_dir)), history,
-                ModelCheckpoint(model_dir=str(model_dir)), EndLoggers(history)]
+                ModelCheckpoint(model_dir=str(model_dir))]
 
     trainer = ClassifierTrainer(cfg(num_epochs=num_epochs, resume=resume, callbacks=callbacks))
     trainer.run()
