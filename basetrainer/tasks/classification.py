@@ -37,7 +37,7 @@ from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefol
 from ..distributed.launch import launch
 from ..engine.trainer import EngineTrainer
 from ..errors import BaseTrainerError, exit_with
-from ..loggers import build_loggers
+from ..loggers import build_loggers, check_loggers
 from ..metric.accuracy_recorder import AccuracyRecorder
 from ..models.build_models import get_models
 from ..optimizer.build_optimizer import get_optimizer
@@ -211,11 +211,19 @@ def run(cfg):
 
 
 def train(cfg):
-    """Prepares the data and runs :func:`run` in as many processes as ``cfg`` asks for."""
+    """Checks that the loggers can start, prepares the data and runs :func:`run` in as many processes as
+    ``cfg`` asks for."""
+    if _starts_rank_0(cfg):  # the loggers write from rank 0 only
+        check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)
     launch(run, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
            machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed, args=(cfg,),
            timeout=cfg.dist_timeout)
+
+
+def _starts_rank_0(cfg) -> bool:
+    """Whether this process is, or will start, the job's rank 0 (a torchrun or SLURM task knows its rank)."""
+    return cfg.machine_rank == 0 and os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) == "0"
 
 
 def main(argv=None, prog=None):

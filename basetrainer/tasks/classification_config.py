@@ -110,7 +110,7 @@ def get_parser(prog=None):
     runtime.add_argument("--log_freq", type=int, default=20, help="a log line every N batches")
     parser.set_defaults(profile=False, profile_steps=None)
     runtime.add_argument("--work_dir", default="work_dirs/classification", help="where checkpoints and logs go")
-    parser.set_defaults(loggers=["tensorboard", "csv"], mlflow_tracking_uri=None)
+    parser.set_defaults(loggers=["tensorboard", "csv"], mlflow_tracking_uri=None, wandb_mode=None)
     parser.set_defaults(dist_timeout=1800, watchdog_timeout=300.0, watchdog_factor=20.0, slurm_requeue=True)
 
     ckpt = parser.add_argument_group("checkpoints")
