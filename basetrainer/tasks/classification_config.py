@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from ..config import add_override_arguments, parser_config
+from ..config.overrides import overrides_first
 from ..errors import ConfigError
 
 DEFAULT_TRAIN_DATA = "data/digits/train"
@@ -130,6 +131,7 @@ def parse_config(argv=None, prog=None):
     """The config for ``argv`` (default ``sys.argv[1:]``), checked strictly (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = get_parser(prog)
+    argv = overrides_first(argv, {*vars(parser.parse_args([])), *FREE_TYPED_KEYS})  # --gpu_id 0 1 strategy=fsdp
     # Intermixed: key=value overrides may come before, between or after the flags.
     # The pipeline saves its resolved config itself: no args_config.yaml for a run without -c.
     cfg = parser_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
