@@ -47,7 +47,7 @@ class LoopOptions:
     num_epochs: int = 1
     max_iters: Optional[int] = None
     eval_every_n_iters: int = 0
-    progress: bool = True
+    progress: object = "auto"  # "auto" (bars on a terminal, lines in a file), True (bars) or False (nothing)
     seed: int = 2020
     gpu_id: object = None
     amp: Optional[torch.dtype] = None
@@ -95,7 +95,7 @@ class LoopOptions:
             num_epochs=_positive_int(cfg, "num_epochs", 1),
             max_iters=max_iters,
             eval_every_n_iters=eval_every,
-            progress=bool(option(cfg, "progress", True)),
+            progress=_progress(option(cfg, "progress", "auto")),
             seed=int(option(cfg, "seed", 2020)),
             gpu_id=option(cfg, "gpu_id", None),
             amp=_parse_amp(option(cfg, "amp", "none"), device),
@@ -115,6 +115,12 @@ class LoopOptions:
             profile_steps=_profile_steps(cfg),
             **_fault_options(cfg),
         )
+
+
+def _progress(value):
+    if value == "auto" or isinstance(value, bool):
+        return value
+    raise ConfigError(f"progress expects auto, true or false, got {value!r}")
 
 
 def _fault_options(cfg) -> dict:

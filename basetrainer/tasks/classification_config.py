@@ -23,6 +23,7 @@ FREE_TYPED_KEYS = {
     "num_classes": None,  # read from the data; present in a saved config.yaml
     "classes": None,
     "deterministic": None,  # false | true | warn
+    "progress": None,  # auto | true | false
 }
 
 
@@ -107,7 +108,8 @@ def get_parser(prog=None):
     runtime.add_argument("--machine_rank", type=int, default=0, help="this machine's index")
     runtime.add_argument("--dist_url", default="auto", help="auto (one machine), or tcp://<machine 0>:<port>")
     runtime.add_argument("--seed", type=int, default=2020, help="seed of weights, shuffling and augmentation")
-    runtime.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="progress bar")
+    runtime.add_argument("--progress", action=argparse.BooleanOptionalAction, default="auto",
+                         help="progress bars (auto: on a terminal; in a file, a line every 50 batches)")
     runtime.add_argument("--log_freq", type=int, default=20, help="a log line every N batches")
     parser.set_defaults(profile=False, profile_steps=None)
     runtime.add_argument("--work_dir", default="work_dirs/classification", help="where checkpoints and logs go")
