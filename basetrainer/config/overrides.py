@@ -75,3 +75,20 @@ def nested(key, value):
     for name in reversed(key.split(".")):
         value = {name: value}
     return value
+
+
+def overrides_first(argv, keys):
+    """``argv`` with every ``KEY=VALUE`` token whose key (before any dot) is one of ``keys`` moved to the front,
+    where no flag can take it for one of its values: ``--gpu_id 0 1 strategy=fsdp`` reads as ``strategy=fsdp
+    --gpu_id 0 1``, not as a third GPU named "strategy=fsdp". The values of ``--opts`` and whatever follows
+    ``--`` stay where they are; the overrides keep their order."""
+    argv, moved, kept, after_opts = list(argv), [], [], False
+    for index, token in enumerate(argv):
+        if token == "--":
+            kept += argv[index:]
+            break
+        if token.startswith("-"):
+            after_opts = token == "--opts"
+        key, sep, _ = token.partition("=")
+        (moved if sep and not after_opts and key.split(".")[0] in keys else kept).append(token)
+    return [*moved, *kept]

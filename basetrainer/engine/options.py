@@ -7,6 +7,7 @@ from typing import Optional
 
 import torch
 
+from ..distributed import comm
 from ..errors import ConfigError
 from .settings import LOOP_SETTINGS
 
@@ -49,7 +50,7 @@ class LoopOptions:
     num_epochs: int
     max_iters: Optional[int]
     eval_every_n_iters: int
-    progress: bool
+    progress: object  # "auto" (bars on a terminal, lines in a file), True (bars) or False (nothing)
     seed: int
     gpu_id: object
     amp: Optional[torch.dtype]
@@ -78,11 +79,13 @@ class LoopOptions:
     deterministic: object
 
     @classmethod
-    def from_config(cls, cfg, device: torch.device) -> "LoopOptions":
+    def from_config(cls, cfg, device: Optional[torch.device] = None) -> "LoopOptions":
         """Reads the keys from ``cfg`` (a dict, a Config or an argparse.Namespace); missing or None keys take
         their defaults, keys the loop does not read are left alone. A value a key does not accept is a
-        one-line ConfigError naming the key, the value and what it accepts."""
+        one-line ConfigError naming the key, the value and what it accepts. ``device`` (default: the one
+        ``gpu_id`` names) decides what ``amp: true`` means."""
         values = LOOP_SETTINGS.read(cfg, source="in the trainer's config")
+        device = device or comm.get_device(values["gpu_id"])
         if values["max_iters"] is not None and _given(cfg, "num_epochs"):
             raise ConfigError(f"num_epochs ({values['num_epochs']}) and max_iters ({values['max_iters']}) are both "
                               f"set (in the trainer's config): a run is one or the other; set num_epochs: null to "
@@ -90,7 +93,6 @@ class LoopOptions:
         profile = values.pop("profile")
         return cls(**{
             **values,
-            "progress": values["progress"] is not False,
             "amp": _amp_dtype(values["amp"], device),
             "fsdp_shard": tuple(values["fsdp_shard"]),
             "activation_checkpointing": tuple(values["activation_checkpointing"]),

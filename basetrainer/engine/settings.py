@@ -82,7 +82,7 @@ LOOP_SETTINGS = Schema([
             "under SLURM, a stop by SIGUSR1 requeues the job after saving; the requeued job resumes", group="runtime"),
     Setting("seed", Integer(minimum=0, maximum=2 ** 32 - 1), 2020, "seed of weights, shuffling and augmentation",
             group="runtime", flag={}),
-    Setting("progress", Choice("auto", True, False), "auto", "the progress bar, main process only (auto: shown)",
+    Setting("progress", Choice("auto", True, False), "auto", "progress bars, main process only (auto: on a terminal; in a file, a line every 50 batches)",
             group="runtime", flag={"action": argparse.BooleanOptionalAction}),
     Setting("profile", Boolean(), False,
             "trace a few training batches with torch.profiler into work_dir/log/profile/", group="runtime"),

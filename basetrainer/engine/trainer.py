@@ -21,7 +21,6 @@ import torch
 
 from ..checkpoint.manager import CheckpointManager
 from ..checkpoint.rng import set_rng_state
-from ..config import option
 from ..data import loaders as data
 from ..distributed import comm, watchdog
 from ..utils.batch import batch_size, move_to_device, total_loss
@@ -62,8 +61,8 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
         self.cfg = cfg
         self.world_size, self.rank, self.local_rank = comm.get_world_size(), comm.get_rank(), comm.get_local_rank()
         self.is_main_process = comm.is_main_process()
-        self.device = comm.get_device(option(cfg, "gpu_id", None))
-        self.options = options = LoopOptions.from_config(cfg, self.device)
+        self.options = options = LoopOptions.from_config(cfg)  # every key checked before anything is made
+        self.device = comm.get_device(options.gpu_id)
         make_deterministic(options.deterministic)  # before CUDA does any work
         self.seed = options.seed
         seed_everything(self.seed)  # the same on every rank: identical initial weights

@@ -3,6 +3,7 @@ import json
 import os
 
 from ..errors import ConfigError
+from ..loggers import check_loggers
 from ..tasks.classification import ClassificationTrainer, parse_config, prepare_data
 
 
@@ -21,6 +22,7 @@ def trial_config(argv, params: dict, trial_dir: str):
 
 def run_trial(cfg, callbacks=()):
     """Trains ``cfg`` in this process with ``callbacks`` beside the task's own; returns the trainer."""
+    check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)
     trainer = ClassificationTrainer(cfg)
     trainer.callbacks += list(callbacks)

@@ -1,10 +1,17 @@
 """MLflow: a run's parameters, metrics and files in an MLflow tracking store (``pip install "basetrainer[mlflow]"``)."""
 import os
 import pathlib
+import ssl
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
+from ..errors import ConfigError
 from ..utils.log import get_logger
 from .base import Logger, epoch_scalars, require
+
+SERVER_TIMEOUT_SECS = 10.0  # how long check_store waits for a tracking server to answer
 
 
 class MLflowLogger(Logger):
@@ -17,6 +24,7 @@ class MLflowLogger(Logger):
     experiment is ``experiment``, else ``MLFLOW_EXPERIMENT_NAME``, else "basetrainer";
     the run is named after the work_dir.
 
+    :func:`check_store` says before any work whether the store can be reached and written.
     The run id travels in the checkpoint: a resumed run continues the same MLflow run.
     MLflow keeps every value it is given, so the steps a run resumed from an older
     checkpoint trains again have their values twice. Only ``MlflowClient`` is used: the
@@ -119,3 +127,63 @@ class MLflowLogger(Logger):
         except MlflowException:
             return False
         return True
+
+
+def check_store(tracking_uri=None, work_dir=".") -> None:
+    """Refuses, in one line, an MLflow store the run could not log to: a tracking server (``http``,
+    ``https``) that does not answer, a local store (a folder, a ``file:`` URI, a ``sqlite:`` file) that
+    cannot be written. The store is :class:`MLflowLogger`'s (``tracking_uri``, else
+    ``MLFLOW_TRACKING_URI``, else SQLite under ``work_dir``); other kinds (databases, Databricks)
+    are left to MLflow's start. Makes nothing."""
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        _check_writable(os.path.join(os.path.abspath(str(work_dir)), "mlflow.db"), f"work_dir {work_dir}",
+                        "choose a writable work_dir")
+        return
+    given = f"{'mlflow_tracking_uri' if tracking_uri else 'MLFLOW_TRACKING_URI'} {uri}"
+    otherwise = "point mlflow_tracking_uri at a place that can be written, or set it to null for a store under work_dir"
+    scheme = urllib.parse.urlsplit(uri).scheme.lower()
+    if scheme in ("http", "https"):
+        _check_server(uri, given)
+    elif scheme == "sqlite" and ":///" in uri:  # sqlite:///relative.db, sqlite:////absolute.db
+        _check_writable(uri.split(":///", 1)[1], given, otherwise)
+    elif scheme == "file":
+        _check_writable(urllib.request.url2pathname(urllib.parse.urlsplit(uri).path), given, otherwise, folder=True)
+    elif len(scheme) <= 1:  # a path (a Windows drive letter reads as a one-letter scheme)
+        _check_writable(uri, given, otherwise, folder=True)
+
+
+def _check_server(uri, given) -> None:
+    """Any HTTP answer will do (MLflow's /health, or a 401 of a server behind a login): only a server that
+    does not answer is refused. A TLS failure is left to MLflow, which may be told to trust the certificate."""
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=SERVER_TIMEOUT_SECS).close()
+        return
+    except urllib.error.HTTPError:
+        return
+    except OSError as error:  # URLError too: no connection, no such host, no answer in time
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, ssl.SSLError):
+            return
+    reason = getattr(reason, "strerror", None) or str(reason)
+    raise ConfigError(f"{given}: the MLflow tracking server does not answer ({reason}); start it (mlflow server), "
+                      f"or set mlflow_tracking_uri to one that answers, or to null for a store under work_dir")
+
+
+def _check_writable(path, given, otherwise, folder=False) -> None:
+    """That ``path`` (a file, or a ``folder``) can be written, or made in the nearest folder that exists."""
+    path = os.path.abspath(path)
+    if os.path.exists(path):
+        problem = None
+        if os.path.isdir(path) != folder:
+            problem = f"{path} is a {'file' if folder else 'folder'}"
+        elif not os.access(path, os.W_OK):
+            problem = f"{path} is read-only"
+    else:
+        existing = os.path.dirname(path)
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        problem = (f"{existing} is a file" if not os.path.isdir(existing)
+                   else None if os.access(existing, os.W_OK | os.X_OK) else f"{existing} is read-only")
+    if problem:
+        raise ConfigError(f"{given}: MLflow cannot write its store there ({problem}); {otherwise}")

@@ -30,7 +30,6 @@ from torchvision import transforms
 
 from .. import __version__
 from ..callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
-from ..callbacks.log_history import EndLoggers
 from ..checkpoint import files as checkpoint_files
 from ..checkpoint.weights import load_weights
 from ..config import save_config
@@ -40,7 +39,7 @@ from ..distributed import comm
 from ..distributed.launch import launch
 from ..engine.trainer import EngineTrainer
 from ..errors import BaseTrainerError, exit_with
-from ..loggers import build_loggers
+from ..loggers import build_loggers, check_loggers
 from ..metric.accuracy_recorder import AccuracyRecorder
 from ..models.build_models import check_input_size, get_models
 from ..optimizer.build_optimizer import get_optimizer
@@ -158,7 +157,6 @@ class ClassificationTrainer(EngineTrainer):
             ModelCheckpoint(model_dir=self.model_dir, epochs=cfg.num_epochs, indicator="Acc", logger=self.logger,
                             save_best_k=cfg.save_best_k, every_n_iters=cfg.checkpoint_every_n_iters,
                             every_n_minutes=cfg.checkpoint_every_n_minutes),
-            EndLoggers(history),  # after the checkpoints: model_final.pth reaches the trackers
         ]
 
     def run_step(self, inputs):
@@ -234,12 +232,20 @@ def _nothing_trained(trainer, work_dir) -> bool:
 
 
 def train(cfg):
-    """Checks ``cfg``, prepares the data and runs :func:`run` in as many processes as ``cfg`` asks for."""
+    """Checks ``cfg`` and that its loggers can start, prepares the data and runs :func:`run` in as many
+    processes as ``cfg`` asks for."""
     check_task_config(cfg)
+    if _starts_rank_0(cfg):  # the loggers write from rank 0 only
+        check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)
     launch(run, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
            machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed, args=(cfg,),
            timeout=cfg.dist_timeout)
+
+
+def _starts_rank_0(cfg) -> bool:
+    """Whether this process is, or will start, the job's rank 0 (a torchrun or SLURM task knows its rank)."""
+    return cfg.machine_rank == 0 and os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) == "0"
 
 
 def main(argv=None, prog=None):

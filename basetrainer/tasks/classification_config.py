@@ -15,6 +15,7 @@ import torch
 from ..config import add_override_arguments
 from ..config.command_line import merged_config
 from ..config.flags import ArgumentParser, add_setting_flags
+from ..config.overrides import overrides_first
 from ..engine.options import LoopOptions
 from ..errors import ConfigError
 from ..models.build_models import check_model_options
@@ -64,6 +65,7 @@ def parse_config(argv=None, prog=None):
     """The config for ``argv`` (default ``sys.argv[1:]``), checked (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = get_parser(prog)
+    argv = overrides_first(argv, set(TASK_SETTINGS.names()))  # --gpu_id 0 1 strategy=fsdp
     # Intermixed: key=value overrides may come before, between or after the flags.
     cfg, sources = merged_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
                                  schema=TASK_SETTINGS)

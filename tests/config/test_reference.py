@@ -77,7 +77,7 @@ def test_loop_options_of_an_empty_config_are_the_declared_defaults():
     declared = {s.name: s.default for s in LOOP_SETTINGS if s.name != "profile"}
     read = {name: getattr(options, name) for name in declared}
     # Read into their field's form: "auto" is the bar, a list a tuple, no amp no dtype.
-    assert read == {**declared, "progress": True, "amp": None, "fsdp_shard": (), "activation_checkpointing": ()}
+    assert read == {**declared, "amp": None, "fsdp_shard": (), "activation_checkpointing": ()}
 
 
 def test_loop_options_read_a_plain_argparse_namespace_like_a_dict():

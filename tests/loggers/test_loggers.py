@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from basetrainer.callbacks.log_history import EndLoggers, LogHistory
+from basetrainer.callbacks.log_history import LogHistory
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.errors import ConfigError
@@ -53,16 +53,17 @@ class Recorder(Logger):
         self.artifacts.append(os.path.basename(path))
 
 
-def train(work_dir, names, num_epochs=2, resume=None, recorder=None):
-    """Trains with the named loggers (and ``recorder``) under ``work_dir``: log/ and model/; returns the trainer."""
+def train(work_dir, names, num_epochs=2, resume=None, recorder=None, **config):
+    """Trains with the named loggers (and ``recorder``) under ``work_dir``: log/ and model/; returns the trainer.
+    ``config``: more keys of the config the loggers are built from."""
     log_dir, model_dir = work_dir / "log", work_dir / "model"
 
     def callbacks():
-        loggers = build_loggers(names, str(log_dir), {"work_dir": str(work_dir)}, indicators=["loss", "Acc"])
+        loggers = build_loggers(names, str(log_dir), {"work_dir": str(work_dir), **config}, indicators=["loss", "Acc"])
         history = LogHistory(str(log_dir), log_freq=2, loggers=[*loggers, *([recorder] if recorder else [])],
                              artifacts=[log_dir / "confusion_matrix.png", model_dir / "model_final.pth"])
         return [LossesRecorder(), AccuracyRecorder(log_dir=str(log_dir)), history,
-                ModelCheckpoint(model_dir=str(model_dir)), EndLoggers(history)]
+                ModelCheckpoint(model_dir=str(model_dir))]
 
     trainer = ClassifierTrainer(cfg(num_epochs=num_epochs, resume=resume, callbacks=callbacks))
     trainer.run()
@@ -283,6 +284,17 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
     run_ids = [next(r["run"]["run_id"] for r in records if r["type"] == "run") for records in (first, resumed)]
     assert run_ids[0] == run_ids[1]
     assert [step for step, _ in wandb_history(resumed)["test/Acc"]] == [2 * STEPS - 1]
+
+
+@pytest.mark.slow
+def test_wandb_mode_offline_in_the_config_keeps_the_run_on_this_machine(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no login here: an online run could not start
+    train(tmp_path / "work", ["wandb"], num_epochs=1, wandb_mode="offline")
+    (run_dir,) = offline_runs(tmp_path)
+    assert [step for step, _ in wandb_history(wandb_records(run_dir))["test/Acc"]] == [STEPS - 1]
 
 
 # ---------------------------------------------------------------------- 2 processes
