@@ -25,6 +25,7 @@ from ..errors import DataError
 from ..export import model_from_checkpoint
 from ..utils.file_utils import atomic_write
 from .classification import build_transform
+from .classification_config import get_parser
 
 
 class ImageFiles(Dataset):
@@ -79,10 +80,17 @@ def image_paths(root) -> list:
     return paths
 
 
+def _transform_defaults() -> dict:
+    """The classification task's defaults for the keys of the input transform: the config of a run
+    of the earlier library has none of them (its example's test transform is the default one)."""
+    parser = get_parser()
+    return {key: parser.get_default(key) for key in ("crop_ratio", "rgb_mean", "rgb_std", "hflip")}
+
+
 def predict_images(checkpoint, data, out, topk=1, batch_size=64, gpu_id=None) -> int:
     """Writes one CSV row per image under ``data`` to ``out``; returns the number of rows."""
     loaded = model_from_checkpoint(checkpoint)
-    cfg = Config(loaded.config)
+    cfg = Config({**_transform_defaults(), **loaded.config})
     classes = list(cfg.get("classes") or range(cfg["num_classes"]))
     topk = max(1, min(int(topk), len(classes)))
     paths = image_paths(data)
