@@ -161,10 +161,10 @@ def test_constructed_with_model_dir_it_writes_none_of_the_earlier_files(tmp_path
 def test_best_save_and_model_nums_with_model_dir_are_ignored_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="basetrainer"):
         ModelCheckpoint(model_dir=str(tmp_path), best_save=3, model_nums=5)
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records] == [(
         "ModelCheckpoint(model_dir=...): best_save and model_nums are ignored: they choose the earlier library's "
         "files, written when the folder is given as moder_dir= (with model_dir=, start_save is the first epoch of "
-        "the best models and save_best_k how many are kept)"]
+        "the best models and save_best_k how many are kept)")]
 
 
 def test_save_best_k_with_moder_dir_is_ignored_with_a_warning(tmp_path, caplog):

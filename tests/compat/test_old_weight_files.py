@@ -16,21 +16,11 @@ from basetrainer.tasks.classification import ClassificationTrainer, build_transf
 from basetrainer.tasks.classification_config import parse_config
 from basetrainer.tasks.predict import predict_images
 from support.compare import same_weights
+from support.images import write_class_images
 
 CLASSES = ["circle", "square", "stripes"]
 INPUT_SIZE = [16, 16]
 NET_TYPE = "mobilenet_v2"  # the earlier example's default
-
-
-def write_images(root, per_class, seed):
-    """An ImageFolder of 16x16 pictures, one colour per class with noise."""
-    generator = torch.Generator().manual_seed(seed)
-    for index, name in enumerate(CLASSES):
-        os.makedirs(root / name)
-        for number in range(per_class):
-            pixels = torch.full((16, 16, 3), 60.0 * (index + 1)) + 40 * torch.rand(16, 16, 3, generator=generator)
-            Image.fromarray(pixels.clamp(0, 255).byte().numpy()).save(root / name / f"{number}.png")
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +46,8 @@ def earlier_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     root = tmp_path_factory.mktemp("images")
-    return write_images(root / "train", 6, seed=0).parent
+    write_class_images(str(root / "train"), CLASSES, per_class=6)
+    return root
 
 
 @pytest.mark.parametrize("name", ["model_optimizer.pth", "best_model_003_66.6667.pth"])
