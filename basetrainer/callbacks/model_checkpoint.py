@@ -11,6 +11,7 @@ from ..engine.events import LOWEST, Callback
 from ..parallel import unwrap_model
 from ..utils.file_utils import TEMPORARY_SUFFIX
 from ..utils.log import get_logger
+from .legacy_checkpoint_files import EarlierCheckpointFiles, warn_unused_keywords
 from .monitor import improves, lookup
 
 BEST_PREFIX = "best_model_"
@@ -37,16 +38,22 @@ class ModelCheckpoint(Callback):
     Every file is written atomically by the main process while the other ranks wait, and
     weights are stored without ``module.`` prefixes whatever wraps the model. The best and
     final models hold the trainer's export weights (an EMA's average when there is one).
-    ``moder_dir`` is the old spelling of ``model_dir``; ``model`` and ``optimizer`` are
-    only needed when the callback is used without a trainer.
+    ``model`` and ``optimizer`` are only needed when the callback is used without a trainer.
+
+    Constructed as the earlier library's was, with the folder under its old spelling
+    (``ModelCheckpoint(model, optimizer, moder_dir, epochs, start_save, best_save=...,
+    model_nums=...)``), it writes the earlier library's files instead of the best models, with
+    their meanings of ``start_save``, ``best_save`` and ``model_nums`` (see
+    :mod:`~basetrainer.callbacks.legacy_checkpoint_files`), beside ``last.pth`` and ``model_final.pth``.
     """
 
     priority = LOWEST
 
     def __init__(self, model=None, optimizer=None, moder_dir=None, epochs=None, start_save=-1, indicator="",
                  inverse=False, logger=None, *, model_dir=None, mode=None, save_best_k=1, every_n_iters=0,
-                 every_n_minutes=0.0, save_final=True):
+                 every_n_minutes=0.0, save_final=True, best_save=None, model_nums=None):
         super().__init__()
+        earlier_way = bool(moder_dir) and not model_dir
         model_dir = model_dir or moder_dir
         if not model_dir:
             raise ValueError("ModelCheckpoint needs model_dir (or its old spelling, moder_dir)")
@@ -67,6 +74,11 @@ class ModelCheckpoint(Callback):
         self._warned_missing = False
         self._restored = False
         self._evaluated = False  # whether evaluations fire on_evaluation_end (then the best is chosen there)
+        self.earlier_files = None
+        if earlier_way:
+            self.earlier_files = EarlierCheckpointFiles(self.model_dir, epochs, start_save, best_save, model_nums,
+                                                        indicator, self.mode, self.logger)
+        warn_unused_keywords(earlier_way, save_best_k, best_save, model_nums, self.logger)
 
     @property
     def last_path(self) -> str:
@@ -87,6 +99,8 @@ class ModelCheckpoint(Callback):
         self._last_save_time = time.monotonic()
         if comm.is_main_process() and os.path.isdir(self.model_dir):
             self._remove_leftovers()
+        if self.earlier_files is not None and self._restored and self.state is not None:
+            self.earlier_files.remove_files_from(self.state.start_epoch)
 
     def on_batch_end(self, batch, logs=None):
         state = self.state
@@ -98,6 +112,8 @@ class ModelCheckpoint(Callback):
 
     def on_evaluation_end(self, logs=None):
         self._evaluated = True
+        if self.earlier_files is not None:  # the earlier library chose its best model at epoch ends
+            return
         state = self.state
         if self.trainer is not None and self.trainer.options.eval_every_n_iters:
             self._keep_if_best(logs, state.epoch, f"step{state.global_step:07d}")
@@ -105,6 +121,11 @@ class ModelCheckpoint(Callback):
             self._keep_if_best(logs, state.epoch, f"{state.epoch + 1:03d}")
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.earlier_files is not None:
+            # Before last.pth, so that the state it saves knows the best model just written.
+            self.earlier_files.save(epoch, logs, self._weights, self._training_weights, self._optimizer_state)
+            self.save_last()
+            return
         self.save_last()
         if not self._evaluated:  # driven by a loop that fires no on_evaluation_end (earlier libraries')
             self._keep_if_best(logs, epoch, f"{epoch + 1:03d}")
@@ -154,7 +175,8 @@ class ModelCheckpoint(Callback):
         for name in os.listdir(self.model_dir):
             path = os.path.join(self.model_dir, name)
             cut_short = name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)
-            not_best = self._restored and name.startswith(BEST_PREFIX) and os.path.abspath(path) not in kept
+            not_best = (self._restored and self.earlier_files is None and name.startswith(BEST_PREFIX)
+                        and os.path.abspath(path) not in kept)
             if cut_short or not_best:
                 self.logger.info("removing %s, left by an interrupted run", path)
                 os.remove(path)
@@ -169,6 +191,17 @@ class ModelCheckpoint(Callback):
         if self.trainer is not None:
             return self.trainer.export_weights()
         return model_state_dict(self.model)
+
+    def _training_weights(self) -> dict:
+        return model_state_dict(self.trainer.model if self.trainer is not None else self.model)
+
+    def _optimizer_state(self):
+        """The optimizer's state as one dict, or None where there is none (FSDP shards it)."""
+        strategy = getattr(self.trainer, "strategy", None)
+        optimizer = self.trainer.optimizer if self.trainer is not None else self.optimizer
+        if optimizer is None or getattr(strategy, "sharded_checkpoint", False):
+            return None
+        return optimizer.state_dict()
 
     def _architecture(self) -> dict:
         spec = getattr(unwrap_model(self.model), "pruning_spec", None)
@@ -196,8 +229,13 @@ class ModelCheckpoint(Callback):
 
     # ------------------------------------------------------------------ state
     def state_dict(self):
-        return {"best": [[value, epoch, path] for value, epoch, path in self.best]}
+        state = {"best": [[value, epoch, path] for value, epoch, path in self.best]}
+        if self.earlier_files is not None:
+            state["earlier_files"] = self.earlier_files.state_dict()
+        return state
 
     def load_state_dict(self, state):
         self.best = [tuple(item) for item in state.get("best", [])]
+        if self.earlier_files is not None:
+            self.earlier_files.load_state_dict(state.get("earlier_files", {}))
         self._restored = True

@@ -100,6 +100,13 @@ def _describe(keys, what, state=None, own=None) -> str:
     return f"[{what}: {', '.join(shown)}{more}] "
 
 
+def is_model_and_optimizer_file(obj) -> bool:
+    """Whether ``obj`` is laid out as the earlier library's ``model_optimizer.pth``: exactly
+    ``{"epoch", "model", "optimizer"}`` (a training checkpoint of ours holds more), its ``model``
+    the training weights that the optimizer state goes with."""
+    return isinstance(obj, dict) and set(obj) == {"epoch", "model", "optimizer"} and isinstance(obj["model"], dict)
+
+
 def read_model_weights(path: str, map_location="cpu") -> dict:
     """The model weights in the file ``path``: a training checkpoint, a best or final model file, or a
     bare state_dict (with or without ``module.`` prefixes); read with ``weights_only=True``."""

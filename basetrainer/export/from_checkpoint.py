@@ -8,6 +8,12 @@
   EMA was on): the network is named by the config of the ``last.pth`` (or ``last/``) beside them, else by
   the run's ``config.yaml`` beside the ``model/`` folder; a pruned model's widths are in
   the best models themselves, and for ``model_final.pth`` in that ``last.pth``.
+- the earlier library's files (which ``ModelCheckpoint(moder_dir=...)`` also writes beside
+  ``last.pth``): ``best_model_*``, ``latest_model_*`` and ``model_<epoch>_*.pth`` (bare
+  state_dicts), and ``model_optimizer.pth``, whose ``model`` holds the training weights. In
+  a run of the earlier library itself the network is named by the ``setup_config.yaml`` its
+  example saved beside ``model/``; that config has no ``num_classes`` (the data gave it), so it
+  is read off the weights: the rows of the last layer's weight.
 """
 import os
 from dataclasses import dataclass
@@ -17,12 +23,15 @@ from torch import nn
 
 from ..checkpoint.files import load_checkpoint
 from ..checkpoint.sharded import consolidated_weights, is_sharded_checkpoint, read_loop_state
-from ..checkpoint.weights import check_shapes, extract_model_state
+from ..checkpoint.weights import check_shapes, extract_model_state, is_model_and_optimizer_file
 from ..config import load_config
 from ..errors import CheckpointError, ConfigError
 from ..models.build_models import get_models
 from ..models.settings import MODEL_SETTINGS
 from ..pruning.architecture import apply_architecture_spec
+
+# The run's config beside model/: ours, then the one the earlier library's example saved.
+CONFIG_NAMES = ("config.yaml", "setup_config.yaml")
 
 
 @dataclass
@@ -46,14 +55,16 @@ def model_from_checkpoint(path: str) -> LoadedModel:
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} holds no model weights (a {type(state).__name__}, not a dict)")
     run_state = state if isinstance(state.get("config"), dict) else _last_beside(path)
-    cfg = _run_config(path, run_state)
+    cfg = dict(_run_config(path, run_state))
+    weights, description = _weights(path, state, cfg)
+    if not cfg.get("num_classes"):  # the earlier library saved its config before the data named the classes
+        cfg["num_classes"] = _classifier_rows(weights)
     _check_model_keys(path, cfg)
     model = get_models(cfg["net_type"], input_size=cfg["input_size"], num_classes=cfg["num_classes"],
                        width_mult=cfg.get("width_mult", 1.0), pretrained=False)
     spec = state.get("architecture") or (run_state or {}).get("architecture")
     if spec:
         apply_architecture_spec(model, spec)
-    weights, description = _weights(path, state, cfg)
     check_shapes(model, weights, path)
     model.load_state_dict(weights)
     return LoadedModel(model.eval(), list(cfg["input_size"]), description, dict(cfg))
@@ -89,11 +100,19 @@ def _last_beside(path: str):
 def _run_config(path: str, run_state) -> dict:
     if run_state is not None and isinstance(run_state.get("config"), dict):
         return run_state["config"]
-    config_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(path))), "config.yaml")
-    if not os.path.isfile(config_file):
-        raise CheckpointError(f"{path} holds weights only, and there is neither a last.pth beside it nor a "
-                              f"{config_file} to name the network; export from the run's last.pth")
-    return load_config(config_file)
+    work_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    for name in CONFIG_NAMES:
+        if os.path.isfile(os.path.join(work_dir, name)):
+            return load_config(os.path.join(work_dir, name))
+    raise CheckpointError(f"{path} holds weights only, and there is neither a last.pth beside it nor a "
+                          f"{' or '.join(CONFIG_NAMES)} in {work_dir} to name the network; export from the run's "
+                          f"last.pth")
+
+
+def _classifier_rows(weights: dict):
+    """The outputs of the last layer, a torchvision classifier's head: the rows of the last 2-D weight."""
+    matrices = [value for value in weights.values() if value.ndim == 2]
+    return int(matrices[-1].shape[0]) if matrices else None
 
 
 def _weights(path: str, state, cfg) -> tuple:
@@ -105,6 +124,8 @@ def _weights(path: str, state, cfg) -> tuple:
             return (extract_model_state(callback_state["averaged"]),
                     f"the EMA average of the weights ({updates} updates) from {name}")
     weights = extract_model_state(state)
+    if is_model_and_optimizer_file(state):
+        return weights, f"the training weights from {name} (the earlier library's model and optimizer file)"
     if "callbacks" in state:
         return weights, f"the training weights from {name} (the run kept no EMA average)"
     if float(cfg.get("ema_decay") or 0) > 0:

@@ -5,8 +5,12 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
+from ..utils.arguments import as_keywords
 
 _OPTIMIZERS = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop"}
+_ORDER = ("optim_type", "lr", "momentum", "weight_decay")
+_EARLIER_ORDER = ("parameters", "optim_type", "lr", "split_params")
+_FIRST_ORDER = ("optim_type", "lr", "split_params")
 
 
 def optimizer_name(optim_type: str) -> str:
@@ -17,7 +21,25 @@ def optimizer_name(optim_type: str) -> str:
     return _OPTIMIZERS[key]
 
 
-def get_optimizer(
+def get_optimizer(model, *args, **kwargs) -> torch.optim.Optimizer:
+    """Builds ``torch.optim.<optim_type>`` for a model or explicit param groups: see :func:`create_optimizer`
+    for the keywords.
+
+    Positional arguments after ``model`` are read as ``(optim_type, lr, momentum, weight_decay)``,
+    or in the earlier library's orders, told apart by their types: ``(parameters, optim_type, lr,
+    split_params)`` when a list of tensors comes first (its releases from 2023 on), ``(optim_type,
+    lr, split_params)`` when the third is a bool (its first releases).
+    """
+    if args and not isinstance(args[0], str):
+        order = _EARLIER_ORDER
+    elif len(args) >= 3 and isinstance(args[2], bool):
+        order = _FIRST_ORDER
+    else:
+        order = _ORDER
+    return create_optimizer(model, **as_keywords("get_optimizer", order, args, kwargs))
+
+
+def create_optimizer(
     model: Union[nn.Module, Iterable],
     optim_type: str = "SGD",
     lr: float = 0.01,

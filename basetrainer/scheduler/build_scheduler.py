@@ -163,6 +163,8 @@ def get_scheduler(
     div_factor: float = 25.0,
     final_div_factor: float = 1e4,
     warmup_start_factor: float = 0.01,
+    num_cycles: int = 1,
+    decay: Optional[float] = None,
 ) -> LRSchedulerCallback:
     """An lr schedule over ``num_epochs`` epochs of ``num_steps`` batches, as a callback.
 
@@ -175,6 +177,12 @@ def get_scheduler(
     batch, from ``warmup_start_factor * lr_init`` to the main schedule's value there; a
     warm-up longer than the run is cut to the run, with a warning.
     ``min_lr`` is relative to ``lr_init``; other param groups floor at the same fraction.
+
+    The earlier library's ``num_cycles`` and ``decay`` keep their meaning: cosine goes down
+    and up again ``num_cycles - 1`` times before its last fall, its amplitude damped to
+    ``decay ** (num_cycles - 0.5)`` at the end; for exp, ``decay`` is the fall over the
+    whole run to the 50th power (``gamma = decay ** (50 / num_epochs)`` per epoch). Other
+    schedules ignore them, with a warning, as the earlier library did.
 
     With ``max_iters`` (training for that many optimizer steps) the schedule runs over the
     steps instead: ``milestones``, ``step_size`` and ``num_warn_up`` count steps, exp
@@ -200,6 +208,7 @@ def get_scheduler(
         num_warn_up = num_epochs
     if gamma is not None and gamma <= 0:
         raise ConfigError(f"gamma must be > 0, got {gamma}")
+    gamma = _earlier_decay(name, num_cycles, decay, gamma, num_epochs, step_size if max_iters is not None else 1)
     total = int(num_epochs * num_steps)
 
     if name == "multi-step":
@@ -214,7 +223,7 @@ def get_scheduler(
     elif name == "exp":
         main = schedules.exponential(step_size if max_iters is not None else num_steps, 0.95 if gamma is None else gamma)
     elif name == "cosine":
-        main = schedules.cosine(total, _floor(min_lr, lr_init, optimizer))
+        main = schedules.cosine(total, _floor(min_lr, lr_init, optimizer), num_cycles, 1.0 if decay is None else decay)
     elif name == "poly":
         main = schedules.poly(total, power, _floor(min_lr, lr_init, optimizer))
     elif name == "one-cycle":
@@ -227,6 +236,26 @@ def get_scheduler(
     warmup_iters = round(num_warn_up * num_steps)
     factor = schedules.with_linear_warmup(main, warmup_iters, warmup_start_factor)
     return LRSchedulerCallback(optimizer, factor, lr_init, num_steps=num_steps, per_optimizer_step=max_iters is not None)
+
+
+def _earlier_decay(name, num_cycles, decay, gamma, num_epochs, epochs_per_decay):
+    """Checks the earlier library's ``num_cycles`` and ``decay``; returns ``gamma``, which for exp
+    ``decay`` gives (so that the run falls by ``decay ** 50``)."""
+    if not isinstance(num_cycles, numbers.Integral) or isinstance(num_cycles, bool) or num_cycles < 1:
+        raise ConfigError(f"num_cycles must be a positive integer, got {num_cycles!r}")
+    if decay is not None and not decay > 0:
+        raise ConfigError(f"decay must be > 0, got {decay}")
+    ignored = [key for key, used in (("num_cycles", num_cycles == 1 or name == "cosine"),
+                                     ("decay", decay is None or name in ("cosine", "exp"))) if not used]
+    if ignored:
+        logger.warning("get_scheduler: %s ignored by scheduler %s (num_cycles shapes cosine, decay cosine and exp)",
+                       " and ".join(ignored) + (" is" if len(ignored) == 1 else " are"), name)
+    if name != "exp" or decay is None:
+        return gamma
+    if gamma is not None:
+        raise ConfigError("scheduler exp takes gamma (the fall per epoch) or decay (the earlier library's: "
+                          "decay ** 50 over the run), not both")
+    return decay ** (50 * epochs_per_decay / num_epochs)
 
 
 def _base_lrs(optimizer: torch.optim.Optimizer, lr_init: Optional[float]) -> list:

@@ -10,6 +10,8 @@ param group is ``base_lr * factor(it)``. With ``S`` batches per epoch and
     step         gamma ** floor(it / (step_size * S))
     exponential  gamma ** (it / S)            smooth: equals gamma ** epoch at each epoch start
     cosine       floor + (1 - floor) * (1 + cos(pi * p)) / 2
+                 with c cycles and a decay d (the earlier library's CosineLR): cos(pi * (2c - 1) * p),
+                 down and up c - 1 times before the last fall, times d ** ((c - 0.5) * p)
     poly         floor + (1 - floor) * (1 - p) ** power
     one_cycle    cos-anneal from 1/div_factor up to 1 over the first pct_start * T iterations,
                  then down to 1/(div_factor * final_div_factor) at T (as OneCycleLR, anneal_strategy="cos")
@@ -42,8 +44,14 @@ def exponential(iters_per_epoch: int, gamma: float) -> Factor:
     return lambda it: gamma ** (it / iters_per_epoch)
 
 
-def cosine(total_iters: int, floor: float) -> Factor:
-    return lambda it: _cos_anneal(1.0, floor, _progress(it, total_iters))
+def cosine(total_iters: int, floor: float, num_cycles: int = 1, decay: float = 1.0) -> Factor:
+    half_waves = 2 * num_cycles - 1
+
+    def factor(it: int) -> float:
+        progress = _progress(it, total_iters)
+        return _cos_anneal(1.0, floor, half_waves * progress) * decay ** ((num_cycles - 0.5) * progress)
+
+    return factor
 
 
 def poly(total_iters: int, power: float, floor: float) -> Factor:

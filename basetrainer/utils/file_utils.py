@@ -10,10 +10,21 @@ from basetrainer.errors import ConfigError
 TEMPORARY_SUFFIX = ".tmp"  # what atomic_write's temporary files end with (start-up removes stale ones)
 
 
-def create_dir(path):
-    """Create ``path`` and its parents if missing; return ``path``."""
-    if not path:  # "" is the current folder, which exists
-        return path
+def create_dir(path, dir1=None, filename=None):
+    """Create the folder ``path`` (``path/dir1`` when ``dir1`` is given) and its parents if missing;
+    return it, or the path of ``filename`` in it (the file itself is not created).
+
+    ``dir1`` and ``filename`` are the earlier library's: ``create_dir(work_dir, "log", "train.log")``
+    creates ``work_dir/log`` and returns ``work_dir/log/train.log``.
+    """
+    if dir1:
+        path = os.path.join(path, dir1)
+    if path:  # "" is the current folder, which exists
+        _make_folder(path)
+    return os.path.join(path, filename) if filename else path
+
+
+def _make_folder(path):
     try:
         os.makedirs(path, exist_ok=True)
     except FileExistsError:
@@ -22,7 +33,6 @@ def create_dir(path):
         raise ConfigError(f"cannot create {path}: permission denied; choose a writable work_dir") from None
     except OSError as error:
         raise ConfigError(f"cannot create {path}: {error.strerror}; choose a writable work_dir") from None
-    return path
 
 
 def copy_file_to_dir(file, dir):

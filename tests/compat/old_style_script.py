@@ -79,7 +79,7 @@ class OldStyleTrainer(trainer.EngineTrainer):
             log_history.LogHistory(log_dir=cfg.log_root, log_freq=cfg.log_freq, logger=self.logger,
                                    indicators=["loss", "Accuracy"], is_main_process=self.is_main_process),
             model_checkpoint.ModelCheckpoint(model=self.model, optimizer=self.optimizer, moder_dir=cfg.model_root,
-                                             epochs=cfg.num_epochs, start_save=0, indicator="Accuracy",
+                                             epochs=cfg.num_epochs, start_save=cfg.start_save, indicator="Accuracy",
                                              logger=self.logger),
             build_scheduler.get_scheduler(cfg.scheduler, optimizer=self.optimizer, lr_init=cfg.lr,
                                           num_epochs=cfg.num_epochs, num_steps=self.num_steps,
@@ -102,20 +102,23 @@ def get_parser():
     parser.add_argument("--test_data", default="./data/dataset/val", type=str)
     parser.add_argument("--work_dir", default="output", type=str)
     parser.add_argument("--input_size", nargs="+", default=[16, 16], type=int)
-    parser.add_argument("--batch_size", default=64, type=int)
+    parser.add_argument("--batch_size", default=16, type=int)
     parser.add_argument("--gpu_id", nargs="+", default=[0], type=int)
     parser.add_argument("--num_workers", default=0, type=int)
     parser.add_argument("--num_epochs", default=1, type=int)
     parser.add_argument("--scheduler", default="multi-step", type=str)
     parser.add_argument("--milestones", nargs="+", default=[10, 20], type=int)
     parser.add_argument("--num_warn_up", default=0, type=int)
-    parser.add_argument("--net_type", default="resnet18", type=str)
+    parser.add_argument("--net_type", default="mobilenet_v2", type=str)
     parser.add_argument("--loss_type", default="CELoss", type=str)
     parser.add_argument("--optim_type", default="SGD", type=str)
     parser.add_argument("--lr", default=0.05, type=float)
     parser.add_argument("--weight_decay", default=0.0005, type=float)
     parser.add_argument("--momentum", default=0.9, type=float)
     parser.add_argument("--log_freq", default=10, type=int)
+    # -1: the latest model, the last epochs' models and the best one, as its users' projects asked;
+    # 0: the best model only, as its last example did
+    parser.add_argument("--start_save", default=-1, type=int)
     parser.add_argument("--progress", action="store_true", default=False)
     parser.add_argument("--distributed", action="store_true", default=False)
     parser.add_argument("--dist_url", default="tcp://127.0.0.1:28661", type=str)

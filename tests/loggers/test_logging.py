@@ -60,7 +60,7 @@ def test_leaves_root_and_other_libraries_loggers_alone(tmp_path):
 
 def test_unknown_level_is_a_one_line_error():
     with pytest.raises(Exception, match="unknown level 'loud'"):
-        set_logger("loud")
+        set_logger(level="loud")
 
 
 def test_training_curves_png_has_a_panel_per_indicator(tmp_path):

@@ -143,7 +143,7 @@ class TinyTrainer(EngineTrainer):
                           num_epochs=cfg.num_epochs, num_steps=self.num_steps, milestones=[],
                           num_warn_up=0 if cfg.plain else 1),
             LossesRecorder(),
-            ModelCheckpoint(moder_dir=os.path.join(cfg.work_dir, "model"), epochs=cfg.num_epochs,
+            ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), epochs=cfg.num_epochs,
                             indicator="loss", inverse=True, every_n_iters=cfg.every_n_iters),
             Fault(cfg, self.phases),
         ]
