@@ -14,7 +14,7 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))  # the basetrainer of this checkout, installed or not
 sys.path.insert(0, str(DOCS / "_ext"))
 
-import basetrainer  # noqa: E402
+import basetrainer
 
 project = "basetrainer"
 author = "the basetrainer authors"
@@ -59,18 +59,19 @@ html_static_path = ["_static"]
 html_css_files = ["basetrainer.css"]
 html_show_sourcelink = False
 pygments_style = "friendly"
+smartquotes = False  # flags keep their "--" and quotes as typed, in prose as in --help
 
 nitpicky = True
 # Targets that no page documents and that the build cannot fetch (no intersphinx at build time):
 # names of Python, torch and other libraries that annotations and docstrings mention.
 nitpick_ignore_regex = [
-    ("py:.*", r"(torch|torchvision|numpy|optuna|nni|mlflow|wandb|onnx|onnxruntime|argparse|logging|pathlib|typing"
-              r"|collections|contextlib|dataclasses|enum|os|io|threading|concurrent|tqdm|matplotlib|PIL"
-              r"|weakref|types|abc|yaml|importlib)(\..*)?"),
-    ("py:class", r"(int|float|str|bool|bytes|dict|list|tuple|set|object|callable|type|None|Path|Any|Optional"
-                 r"|Callable|Iterable|Iterator|Sequence|Mapping|Union)"),
-    ("py:exc", r"(ValueError|TypeError|KeyError|RuntimeError|OSError|ImportError|SystemExit|KeyboardInterrupt"
-               r"|AssertionError|AttributeError|FileNotFoundError|NotImplementedError|BaseException|Exception)"),
+    ("py:.*", (r"(torch|torchvision|numpy|optuna|nni|mlflow|wandb|onnx|onnxruntime|argparse|logging|pathlib|typing"
+               r"|collections|contextlib|dataclasses|enum|os|io|threading|concurrent|tqdm|matplotlib|PIL"
+               r"|weakref|types|abc|yaml|importlib)(\..*)?")),
+    ("py:class", (r"(int|float|str|bool|bytes|dict|list|tuple|set|object|callable|type|None|Path|Any|Optional"
+                  r"|Callable|Iterable|Iterator|Sequence|Mapping|Union)")),
+    ("py:exc", (r"(ValueError|TypeError|KeyError|RuntimeError|OSError|ImportError|SystemExit|KeyboardInterrupt"
+                r"|AssertionError|AttributeError|FileNotFoundError|NotImplementedError|BaseException|Exception)")),
 ]
 
 # Docstrings of files being rewritten (the new package layout) that name a target no page

@@ -10,11 +10,11 @@ import dataclasses
 import importlib
 import re
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 from docutils import nodes
 from docutils.parsers.rst import directives
-from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 
 SECTION = re.compile(r"^# -+ (?P<name>.+)$")
@@ -55,52 +55,55 @@ def flags_of(parser) -> dict:
     return {action.dest: max(action.option_strings, key=len) for action in parser._actions if action.option_strings}
 
 
-def escape(text: str) -> str:
-    return text.replace("|", r"\|")
+def table(widths, header, rows) -> nodes.table:
+    """A docutils table: ``rows`` are ``(row id or None, [cell, ...])``; a cell is its lines, each a
+    list of inline nodes."""
+    group = nodes.tgroup(cols=len(widths))
+    group += [nodes.colspec(colwidth=width) for width in widths]
+    group += nodes.thead("", row_of([[[nodes.Text(title)]] for title in header]))
+    group += nodes.tbody("", *(row_of(cells, row_id) for row_id, cells in rows))
+    return nodes.table("", group)
+
+
+def row_of(cells, row_id=None) -> nodes.row:
+    row = nodes.row(ids=[row_id] if row_id else [])
+    row += [nodes.entry("", *(nodes.paragraph("", "", *line) for line in cell)) for cell in cells]
+    return row
+
+
+def code(text: str) -> nodes.literal:
+    return nodes.literal(text, text)
 
 
 class ConfigKeys(SphinxDirective):
-    """``.. config-keys:: configs/config.yaml`` with ``:parser: module:function``: a table per section."""
+    """``.. config-keys:: configs/config.yaml`` with ``:parser: module:function``: a table per section,
+    each row anchored as ``#config-<key>``."""
 
     required_arguments = 1
-    option_spec = {"parser": directives.unchanged_required}
+    option_spec: ClassVar = {"parser": directives.unchanged_required}
 
     def run(self):
         path = Path(self.env.srcdir).parent / self.arguments[0]
         self.env.note_dependency(str(path))
         module, function = self.options["parser"].split(":")
         flags = flags_of(getattr(importlib.import_module(module), function)())
-        lines = []
+        result = []
         for section, keys in read_commented_yaml(path).items():
-            lines += [f".. rubric:: {section.capitalize()}", "", ".. list-table::", "   :header-rows: 1",
-                      "   :widths: 22 18 60", "", "   * - key", "     - default", "     - meaning"]
-            for key in keys:
-                flag = f" (``{flags[key.name]}``)" if key.name in flags else ""
-                lines += [f"   * - .. _config-{key.name.replace('_', '-')}:", "",
-                          f"       ``{key.name}``{flag}", f"     - ``{key.value}``", f"     - {escape(key.comment)}"]
-            lines.append("")
-        return self.parse(lines)
-
-    def parse(self, lines):
-        container = nodes.container()
-        source = self.get_source_info()[0]
-        self.state.nested_parse(StringList(lines, source=source), self.content_offset, container)
-        return container.children
+            rows = [(f"config-{key.name}", [[[code(key.name)], *([[code(flags[key.name])]] if key.name in flags else [])],
+                                            [[code(key.value)]], [[nodes.Text(key.comment)]]])
+                    for key in keys]
+            result += [nodes.rubric(text=section.capitalize()), table((26, 16, 58), ("key", "default", "meaning"), rows)]
+        return result
 
 
-class LoopKeys(ConfigKeys):
+class LoopKeys(SphinxDirective):
     """``.. loop-keys::``: the keys :class:`~basetrainer.engine.options.LoopOptions` reads, with their defaults."""
-
-    required_arguments = 0
-    option_spec = {}
 
     def run(self):
         from basetrainer.engine.options import LoopOptions
 
-        lines = [".. list-table::", "   :header-rows: 1", "   :widths: 40 60", "", "   * - key", "     - default"]
-        for field in dataclasses.fields(LoopOptions):
-            lines += [f"   * - ``{field.name}``", f"     - ``{field.default!r}``"]
-        return self.parse(lines)
+        rows = [(None, [[[code(field.name)]], [[code(repr(field.default))]]]) for field in dataclasses.fields(LoopOptions)]
+        return [table((40, 60), ("key", "default"), rows)]
 
 
 def setup(app):
