@@ -20,13 +20,15 @@ EXTRAS = {
     "mlflow": ["mlflow>=2.9"],
     "wandb": ["wandb>=0.19.10"],  # wandb.init(reinit="create_new")
     "hpo": ["optuna>=3.0"],  # basetrainer.hpo.optuna, examples/hpo.py (NNI's trial API: the nni extra)
+    # The documentation site (docs/): python -m sphinx -W --keep-going -n -b html docs docs/_build/html
+    "docs": ["sphinx>=8.1", "myst-parser>=4", "furo>=2024.8", "sphinx-argparse>=0.5"],
     # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni pins
     # filelock<3.12, which torch (any filelock) and the other extras accept.
     # hypothesis: the property-based fuzzing of configs, YAML files and command lines (tests/config, tests/e2e).
     "test": ["pytest>=7", "hypothesis>=6.100", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9", "wandb>=0.19.10",
              "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1"],
 }
-EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name != "test" for package in packages})
+EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})
 
 setup(
     name="basetrainer",

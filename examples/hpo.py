@@ -75,14 +75,19 @@ def report(study):
     return 0
 
 
-def main(argv=None):
+def get_parser():
+    """The search's own flags; every other argument is the example's (``parse_known_args``)."""
     parser = argparse.ArgumentParser(description="Optuna search over the classification example's config.",
                                      epilog="Other arguments (flags and key=value) are the example's: "
                                             "python examples/example.py --help lists them.")
     parser.add_argument("--trials", type=int, default=20, help="trials to run (added to the study's earlier ones)")
     parser.add_argument("--study", default="classification", help="the study's name in the storage")
     parser.add_argument("--work_dir", default="work_dirs/hpo", help="the study's folder: study.db and trial_<n>/")
-    args, task_argv = parser.parse_known_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args, task_argv = get_parser().parse_known_args(argv)
     try:
         study = search(args, task_argv)
     except BaseTrainerError as error:

@@ -26,23 +26,24 @@ def parser_config(args, cfg_updata=True, *, parser=None, strict=False, known=Non
     overrides (``args.overrides`` and ``args.opts``) are applied last. ``cfg.config_file``
     is the file read.
 
-    cfg_updata: kept for old scripts. It used to let the YAML beat typed flags; typed flags
-        now always win, whatever its value.
-    parser: the ArgumentParser that made ``args``. With it, the flags typed are known
-        exactly (short flags, abbreviations, ``--x=1``); without it, ``--name`` tokens of
-        ``argv`` are taken as typed.
-    strict: refuse keys of the YAML and the overrides that the parser does not declare (nor
-        ``known``, nor ``schema``), and check values against the defaults' types; see ``check_config``.
-    known: keys beyond the parser's dests, with defaults whose types are checked:
-        nested dicts for nested keys, None for a key of any type.
-    argv: the strings ``args`` was parsed from, if not ``sys.argv[1:]``.
-    save_args: with no config file, write the config to ``args_config.yaml`` in a private
-        temporary folder (removed at exit) and name it in ``cfg.config_file``, as the old
-        library did: its scripts copy ``cfg.config_file`` into their work_dir. False
-        leaves ``cfg.config_file`` None.
-    schema: a :class:`~basetrainer.config.schema.Schema`: every value of a key it declares is
-        checked against it, wherever it came from, and a refusal names the source (the file
-        and line, the flag, the override); see :func:`merged_config`.
+    Args:
+        cfg_updata: kept for old scripts. It used to let the YAML beat typed flags; typed flags
+            now always win, whatever its value.
+        parser: the ArgumentParser that made ``args``. With it, the flags typed are known
+            exactly (short flags, abbreviations, ``--x=1``); without it, ``--name`` tokens of
+            ``argv`` are taken as typed.
+        strict: refuse keys of the YAML and the overrides that the parser does not declare (nor
+            ``known``, nor ``schema``), and check values against the defaults' types; see ``check_config``.
+        known: keys beyond the parser's dests, with defaults whose types are checked:
+            nested dicts for nested keys, None for a key of any type.
+        argv: the strings ``args`` was parsed from, if not ``sys.argv[1:]``.
+        save_args: with no config file, write the config to ``args_config.yaml`` in a private
+            temporary folder (removed at exit) and name it in ``cfg.config_file``, as the old
+            library did: its scripts copy ``cfg.config_file`` into their work_dir. False
+            leaves ``cfg.config_file`` None.
+        schema: a :class:`~basetrainer.config.schema.Schema`: every value of a key it declares is
+            checked against it, wherever it came from, and a refusal names the source (the file
+            and line, the flag, the override); see :func:`merged_config`.
     """
     cfg, _ = merged_config(args, parser=parser, strict=strict, known=known, argv=argv, schema=schema)
     if not cfg.config_file and save_args:

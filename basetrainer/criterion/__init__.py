@@ -1,4 +1,4 @@
-"""Losses by name; see :func:`get_criterion`."""
+"""Losses by name; see :func:`~basetrainer.criterion.get_criterion`."""
 from .criterion import get_criterion
 from .losses import FocalLoss, OneHotBCEWithLogitsLoss, WeightedLosses
 

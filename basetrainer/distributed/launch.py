@@ -12,7 +12,7 @@ A worker that fails stops the others within seconds, and its error reaches the c
 user-facing errors (``BaseTrainerError``) keep their type and one-line message, any
 other error comes with that worker's traceback. A worker that finished its work counts as
 done even if something kills it while it exits, and workers exit without the interpreter's
-finalization (see :func:`_exit_now`).
+finalization (see ``_exit_now``).
 """
 import ast
 import atexit

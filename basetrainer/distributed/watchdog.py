@@ -49,7 +49,7 @@ def report_to(reporter) -> None:
 
 
 class Watchdog:
-    """One rank's watchdog; the loop calls :meth:`beat` after each training step and test batch."""
+    """One rank's watchdog; the loop calls :meth:`Watchdog.beat` after each training step and test batch."""
 
     def __init__(self, timeout: float, factor: float, rank: int = 0, world_size: int = 1):
         self.timeout, self.factor = float(timeout), float(factor)

@@ -25,7 +25,7 @@ class LegacyTrainerAttributes:
     accumulating = _alias("state", "accumulating", "whether gradients wait in an accumulation window")
     loss = _alias("state", "loss", "the current batch's total loss, detached")
     loss_tally = _alias("state", "loss_tally", "the epoch's loss sums")
-    skipped_steps = _alias("state", "skipped_steps", "optimizer steps dropped by nonfinite_loss: skip")
+    skipped_steps = _alias("state", "skipped_steps", "optimizer steps dropped under ``nonfinite_loss: skip``")
     stop_training = _alias("state", "stop_requested", "set True to stop (trainer.request_stop() is the new way)")
     stop_check_every = _alias("options", "stop_check_every", "optimizer steps between checks for a stop signal")
 

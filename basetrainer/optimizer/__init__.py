@@ -1,4 +1,4 @@
-"""Optimizers by name; see :func:`get_optimizer`."""
+"""Optimizers by name; see :func:`~basetrainer.optimizer.get_optimizer`."""
 from .build_optimizer import get_optimizer
 
 __all__ = ["get_optimizer"]

@@ -37,8 +37,8 @@ def model_pruning(
     - ``sparsity``: the fraction of each layer's channels to remove; 0.5 keeps half the
       channels, which leaves about a quarter of the parameters.
     - ``prune_mod``: how channels are ranked: ``L1``/``L2`` (norm of their weights),
-      ``FPGM`` (closeness to the geometric median), ``Slim`` (|BatchNorm scale|; train
-      with :func:`bn_l1_penalty` first). ``Level`` zeroes single weights instead and gives
+      ``FPGM`` (closeness to the geometric median), ``Slim`` (the BatchNorm scale's magnitude; train
+      with :func:`~basetrainer.pruning.slim.bn_l1_penalty` first). ``Level`` zeroes single weights instead and gives
       no speed-up.
     - ``output_prune``: a folder for ``prune_report.json`` (params, MACs, CPU latency
       before and after, every layer's width) and for the record that ``reuse=True`` replays

@@ -5,8 +5,8 @@ import sys
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-# Dense peak TFLOP/s per GPU, from NVIDIA's data sheets (SXM boards unless named), by
-# model and optional variant as words of torch.cuda.get_device_name; variants first.
+#: Dense peak TFLOP/s per GPU, from NVIDIA's data sheets (SXM boards unless named), by
+#: model and optional variant as words of torch.cuda.get_device_name; variants first.
 PEAK_TFLOPS = (
     ("H100", "PCIE", {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.2}),
     ("H100", "NVL", {"bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0}),

@@ -1,0 +1,91 @@
+"""Sphinx configuration of basetrainer's documentation.
+
+Build it with warnings as errors, links checked (-n)::
+
+    pip install -e ".[docs]"
+    python -m sphinx -W --keep-going -n -b html docs docs/_build/html
+
+Nothing is fetched at build time: no intersphinx inventories, no remote images.
+"""
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS.parent))  # the basetrainer of this checkout, installed or not
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import basetrainer
+
+project = "basetrainer"
+author = "the basetrainer authors"
+copyright = "the basetrainer authors, Apache-2.0"
+release = version = basetrainer.__version__
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+    "sphinxarg.ext",
+    "basetrainer_docs",
+    "config_reference",
+]
+
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+root_doc = "index"
+exclude_patterns = ["_build"]
+templates_path = ["_templates"]
+
+# MyST: heading anchors, so that [text](page.md#a-heading) links are checked too.
+myst_heading_anchors = 3
+myst_enable_extensions = ["colon_fence", "deflist"]
+
+# The API reference: one page per module, generated from the docstrings.
+autosummary_generate = True
+autosummary_ignore_module_all = False  # a package's summary lists its __all__
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_inherit_docstrings = False  # a method without a docstring of its own shows none of torch's or dict's
+autodoc_member_order = "bysource"
+# basetrainer.hpo.optuna imports its extra when imported; the docs extra does not install it.
+autodoc_mock_imports = ["optuna"]
+autodoc_typehints = "description"
+autodoc_preserve_defaults = True
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+add_module_names = False
+
+html_theme = "furo"
+html_title = f"basetrainer {release}"
+html_static_path = ["_static"]
+html_css_files = ["basetrainer.css"]
+html_show_sourcelink = False
+pygments_style = "friendly"
+smartquotes = False  # flags keep their "--" and quotes as typed, in prose as in --help
+
+nitpicky = True
+# Targets that no page documents and that the build cannot fetch (no intersphinx at build time):
+# names of Python, torch and other libraries that annotations and docstrings mention.
+nitpick_ignore_regex = [
+    ("py:.*", (r"(torch|torchvision|numpy|optuna|nni|mlflow|wandb|onnx|onnxruntime|argparse|logging|pathlib|typing"
+               r"|collections|contextlib|dataclasses|enum|os|io|threading|concurrent|tqdm|matplotlib|PIL"
+               r"|weakref|types|abc|yaml|importlib)(\..*)?")),
+    ("py:class", (r"(int|float|str|bool|bytes|dict|list|tuple|set|object|callable|type|None|Path|Any|Optional"
+                  r"|Callable|Iterable|Iterator|Sequence|Mapping|Union)")),
+    ("py:exc", (r"(ValueError|TypeError|KeyError|RuntimeError|OSError|ImportError|SystemExit|KeyboardInterrupt"
+                r"|AssertionError|AttributeError|FileNotFoundError|NotImplementedError|BaseException|Exception)")),
+]
+
+# Docstrings of files being rewritten (the new package layout) that name a target no page
+# documents; each entry goes once its docstring names the target in full.
+nitpick_ignore = [
+    ("py:attr", "path"),  # checkpoint/manager.py: CheckpointManager.path, an instance attribute
+    ("py:meth", "restore_random_streams"),  # checkpoint/manager.py: CheckpointManager.restore_random_streams
+    ("py:func", "get_model_state_dict"),  # checkpoint/sharded.py: torch.distributed.checkpoint.state_dict's
+    ("py:meth", "watching"),  # engine/preemption.py: Preemption.watching (the class summary on the module page)
+    ("py:class", "LoopOptions"),  # parallel/__init__.py: basetrainer.engine.options.LoopOptions
+    ("py:func", "select_strategy"),  # parallel/base.py: basetrainer.parallel.select_strategy
+    ("py:meth", "check_optimizer"),  # parallel/fsdp.py: FSDPStrategy.check_optimizer
+    ("py:meth", "prepare_for_optimizer"),  # parallel/fsdp.py: Strategy.prepare_for_optimizer
+    ("py:meth", "evaluation_padding"),  # parallel/fsdp.py: Strategy.evaluation_padding
+]

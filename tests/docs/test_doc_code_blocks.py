@@ -1,0 +1,171 @@
+"""Every code block of the README and the documentation, checked without running it: each shell
+command parses as its program would parse it, each config file is a valid config, each Python
+script compiles and imports names that exist. tests/e2e/test_doc_examples.py runs the scripts."""
+import ast
+import importlib
+import importlib.util
+import shlex
+
+import pytest
+import yaml
+
+from basetrainer import cli, old_paths
+from basetrainer.hpo.classification import trial_config
+from basetrainer.tasks.classification import parse_config
+from support import EXAMPLES, REPO
+from support.docs import LANGUAGES, code_blocks, shell_commands, split_commands
+
+CI_SCRIPT = REPO / ".ci" / "run"
+E2E_OWN_TASK_RUNS = ([], ["--distributed", "--gpu_id", "0", "1"])  # the arguments the e2e test runs my_task.py with
+
+
+def declared_extras_and_requirements():
+    """setup.py's extras (EXTRAS' keys) and the names of its requirements, read from its source
+    (the installed metadata may be an older checkout's)."""
+    tree = ast.parse((REPO / "setup.py").read_text(encoding="utf-8"))
+    extras, requirements = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "EXTRAS":
+            extras |= {key.value for key in node.value.keys}
+        if isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "EXTRAS":
+            extras.add(node.slice.value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value[:1].isalpha():
+            requirements.add(node.value.split(">")[0].split("=")[0].split("<")[0].split("[")[0])
+    return extras, requirements
+
+
+def hpo_example():
+    spec = importlib.util.spec_from_file_location("hpo_example", EXAMPLES / "hpo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_pip(words):
+    extras, requirements = declared_extras_and_requirements()
+    packages = [word for word in words[2:] if not word.startswith("-") and not word.startswith("https://")]
+    for package in packages:
+        if package.startswith("."):  # -e ".[onnx]"
+            wanted = package.partition("[")[2].rstrip("]")
+            assert set(filter(None, wanted.split(","))) <= extras, f"no such extra in setup.py: {package}"
+        else:
+            assert package in requirements, f"{package} is no requirement of setup.py"
+
+
+def check_example(argv):
+    parse_config(argv)  # no exception: every flag and key=value exists and has the right type
+
+
+def check_basetrainer(argv):
+    if argv[:1] == ["train"]:
+        return check_example(argv[1:])
+    cli.get_parser().parse_args(argv)
+
+
+def check_hpo(argv):
+    _, task_argv = hpo_example().get_parser().parse_known_args(argv)
+    parse_config(task_argv)
+
+
+def check_own_task(argv):
+    assert argv in E2E_OWN_TASK_RUNS, f"tests/e2e/test_doc_examples.py runs my_task.py only with {E2E_OWN_TASK_RUNS}"
+
+
+def check_pytest(argv):
+    assert all((REPO / word).exists() for word in argv if not word.startswith("-") and "/" in word)
+
+
+def check_sphinx(argv):
+    """The documented build is the one CI runs (there with -q: quiet when it builds cleanly)."""
+    ci_builds = [[word for word in command[3:] if word != "-q"] for command in ci_commands()
+                 if command[:3] == ["python", "-m", "sphinx"]]
+    assert argv in ci_builds, f".ci/run does not build the docs with {shlex.join(argv)}"
+
+
+def ci_commands():
+    return [words for line in CI_SCRIPT.read_text(encoding="utf-8").splitlines() for words in split_commands(line)]
+
+
+def check_tensorboard(argv):
+    assert argv[:1] == ["--logdir"] and importlib.util.find_spec("tensorboard") is not None
+
+
+def checker(words):
+    """The check of one command, and its arguments; None for a command no check knows."""
+    if words[:1] in (["srun"], ["torchrun"]):  # the program they start, after their own flags
+        start = next((i for i, word in enumerate(words) if word.endswith(".py")), None)
+        return checker(["python", *words[start:]]) if start is not None and words[0] == "torchrun" else \
+            checker(words[1:])
+    programs = {("pip", "install"): check_pip, ("python", "examples/example.py"): check_example,
+                ("python", "examples/hpo.py"): check_hpo, ("python", "my_task.py"): check_own_task,
+                ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard}
+    if words[:3] == ["python", "-m", "pytest"]:
+        return check_pytest, words[3:]
+    if words[:3] == ["python", "-m", "sphinx"]:
+        return check_sphinx, words[3:]
+    for prefix, check in programs.items():
+        if tuple(words[:len(prefix)]) == prefix and check is not None:
+            return (check_pip, words) if check is check_pip else (check, words[len(prefix):])
+    return None
+
+
+COMMANDS = shell_commands()
+
+
+def test_every_code_block_has_a_language_the_tests_know():
+    assert [str(block) for block in code_blocks() if block.language not in LANGUAGES] == []
+
+
+def test_the_docs_show_commands_of_the_example_and_of_the_basetrainer_command():
+    programs = {tuple(words[:2]) for _, words in COMMANDS}
+    assert {("python", "examples/example.py"), ("basetrainer", "train"), ("basetrainer", "export"),
+            ("basetrainer", "predict")} <= programs
+
+
+@pytest.mark.parametrize("block, words", COMMANDS, ids=[f"{block}:{shlex.join(words)[:60]}" for block, words in COMMANDS])
+def test_every_shell_command_of_the_docs_is_valid(block, words):
+    found = checker(words)
+    assert found is not None, f"{block}: no check knows `{shlex.join(words)}`: add one to this file"
+    check, argv = found
+    check(argv)
+
+
+@pytest.mark.parametrize("block", code_blocks("python"), ids=str)
+def test_every_python_example_compiles(block):
+    compile(block.text, str(block), "exec")
+
+
+def imported_names(block):
+    for node in ast.walk(ast.parse(block.text)):
+        if isinstance(node, ast.ImportFrom) and node.module.startswith("basetrainer"):
+            yield node.module, [alias.name for alias in node.names]
+
+
+@pytest.mark.parametrize("block", code_blocks("python"), ids=str)
+def test_every_name_a_python_example_imports_from_basetrainer_exists(block):
+    for module, names in imported_names(block):
+        if old_paths.is_old_path(module):
+            continue  # the page on the earlier library shows them; its e2e run imports them
+        missing = [name for name in names if not hasattr(importlib.import_module(module), name)]
+        assert missing == [], f"{block}: {module} has no {missing}"
+
+
+def yaml_blocks():
+    return code_blocks("yaml")
+
+
+@pytest.mark.parametrize("block", [b for b in yaml_blocks() if "trialCommand" not in b.text], ids=str)
+def test_every_config_file_of_the_docs_is_a_valid_config(block, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(block.text)
+    parse_config(["-c", str(config)])
+
+
+@pytest.mark.parametrize("block", [b for b in yaml_blocks() if "trialCommand" in b.text], ids=str)
+def test_every_nni_experiment_of_the_docs_runs_trials_of_valid_configs(block):
+    experiment = yaml.safe_load(block.text)
+    words = shlex.split(experiment["trialCommand"])
+    assert words[:3] == ["python", "-m", "basetrainer.hpo.nni"]
+    first_values = {key: space["_value"][0] for key, space in experiment["searchSpace"].items()}
+    cfg = trial_config(words[3:], first_values, "trial_0")
+    assert {key: cfg[key] for key in first_values} == first_values
