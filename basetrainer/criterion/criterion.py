@@ -7,6 +7,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..utils.log import get_logger
+from ..utils.names import lookup_name
 from .losses import FocalLoss, OneHotBCEWithLogitsLoss, WeightedLosses
 
 logger = get_logger()
@@ -30,10 +31,7 @@ _REGRESSION = {"L1Loss": nn.L1Loss, "MSELoss": nn.MSELoss, "SmoothL1Loss": nn.Sm
 
 def loss_name(loss_type: str) -> str:
     """The loss ``loss_type`` names (case, ``-``, ``_`` and spaces ignored); a ConfigError listing them otherwise."""
-    name = _NAMES.get(str(loss_type).lower().replace("-", "").replace("_", "").replace(" ", ""))
-    if name is None:
-        raise ConfigError(f"unknown loss_type {loss_type!r}; use one of: {KNOWN_LOSSES}")
-    return name
+    return lookup_name(_NAMES, loss_type, "loss_type", KNOWN_LOSSES)
 
 
 def get_criterion(

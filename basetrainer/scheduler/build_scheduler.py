@@ -13,6 +13,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from ..engine.events import HIGHEST, Callback
 from ..errors import ConfigError
 from ..utils.log import get_logger
+from ..utils.names import lookup_name
 from . import schedules
 
 logger = get_logger()
@@ -139,10 +140,7 @@ class LRSchedulerCallback(Callback):
 
 def schedule_name(scheduler: str) -> str:
     """The schedule ``scheduler`` names (case, ``-``, ``_`` and spaces ignored); a ConfigError listing them otherwise."""
-    name = _NAMES.get(str(scheduler).lower().replace("-", "").replace("_", "").replace(" ", ""))
-    if name is None:
-        raise ConfigError(f"unknown scheduler {scheduler!r}; use one of: {KNOWN_SCHEDULERS}")
-    return name
+    return lookup_name(_NAMES, scheduler, "scheduler", KNOWN_SCHEDULERS)
 
 
 def get_scheduler(
