@@ -29,7 +29,6 @@ extensions = [
     "sphinx.ext.viewcode",
     "sphinxarg.ext",
     "basetrainer_docs",
-    "config_reference",
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}

@@ -5,7 +5,7 @@ in :mod:`basetrainer.engine.settings`, the classification task's in
 :mod:`basetrainer.tasks.classification_settings`). From a schema come the defaults, the
 checks (a value is refused with one line naming the key, the value, where it came from
 and what is allowed), the flags of a command line (:mod:`.flags`) and the configuration
-reference (:mod:`.reference`)::
+reference (:mod:`basetrainer.config.reference`)::
 
     LOOP = Schema([
         Setting("accumulate_grad_batches", Integer(minimum=1), 1, "batches per optimizer step", unit="batches"),

@@ -1,6 +1,6 @@
 """The trainer's own config keys, read and checked in one place: :class:`LoopOptions`.
 
-What each key accepts and its default are declared once, in :mod:`.settings`.
+What each key accepts and its default are declared once, in :mod:`basetrainer.engine.settings`.
 """
 from dataclasses import dataclass
 from typing import Optional
@@ -43,7 +43,7 @@ class LoopOptions:
     warn where an operation has no deterministic version instead of raising) asks torch for
     deterministic algorithms (:mod:`.determinism`).
 
-    Every field is read from the config key of its name (:mod:`.settings` declares what each
+    Every field is read from the config key of its name (:mod:`basetrainer.engine.settings` declares what each
     accepts, its default and unit); ``profile`` is read into ``profile_steps``.
     """
 

@@ -1,7 +1,7 @@
 """The config keys the training loop reads, each declared once: kind, default, unit, help.
 
 :class:`~.options.LoopOptions` is read from these (``LOOP_SETTINGS.read``); a task's command
-line, ``configs/config.yaml`` and ``docs/configuration.md`` are made from them. Any
+line, ``configs/config.yaml`` and ``docs/reference/configuration.md`` are made from them. Any
 ``EngineTrainer`` reads them from its config, whatever else the config holds.
 """
 import argparse

@@ -78,7 +78,7 @@ def check_mode(mode):
 def check_login(mode=None) -> None:
     """Refuses, in one line, a W&B run that would stop at its start for want of a login: an online
     run (``mode``, else ``WANDB_MODE``, else online) on a machine where none of the places W&B
-    reads credentials from holds any (:func:`_may_have_credentials`). Reads no server, writes nothing."""
+    reads credentials from holds any. Reads no server, writes nothing."""
     mode = check_mode(mode) or os.environ.get("WANDB_MODE") or "online"
     if mode in ("offline", "dryrun", "disabled") or _may_have_credentials():
         return

@@ -22,7 +22,7 @@ def optimizer_name(optim_type: str) -> str:
 
 
 def get_optimizer(model, *args, **kwargs) -> torch.optim.Optimizer:
-    """Builds ``torch.optim.<optim_type>`` for a model or explicit param groups: see :func:`create_optimizer`
+    """Builds ``torch.optim.<optim_type>`` for a model or explicit param groups: see :func:`~basetrainer.optimizer.build_optimizer.create_optimizer`
     for the keywords.
 
     Positional arguments after ``model`` are read as ``(optim_type, lr, momentum, weight_decay)``,

@@ -47,9 +47,9 @@ def get_parser(prog=None):
         formatter_class=HelpFormatter,
         description="Train an image classifier on ImageFolder data (one sub-folder per class).\n"
                     "With no data given, the bundled handwritten digits are written to data/digits and used.",
-        epilog="Any key of configs/config.yaml can be set as KEY=VALUE; after a flag that takes several\n"
-               "values, such as --gpu_id, put them behind --opts. Precedence: KEY=VALUE, then flags,\n"
-               "then the -c YAML file, then the defaults above. docs/configuration.md describes every key.\n"
+        epilog="Any key of configs/config.yaml can be set as KEY=VALUE, anywhere on the command line.\n"
+               "Precedence: KEY=VALUE, then flags, then the -c YAML file, then the defaults above.\n"
+               "docs/reference/configuration.md describes every key.\n"
                "\n"
                "examples:\n"
                "  %(prog)s -c configs/config.yaml\n"

@@ -1,6 +1,6 @@
 """Every config key of the classification task, declared once: the loop's keys (with the task's defaults),
 the model's and the task's own. Its command line (:mod:`.classification_config`), ``configs/config.yaml`` and
-``docs/configuration.md`` (:mod:`.reference`) are made from these."""
+``docs/reference/configuration.md`` (:mod:`basetrainer.tasks.reference`) are made from these."""
 from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, Text
 from ..config.schema import Schema, Setting
 from ..criterion.criterion import loss_name

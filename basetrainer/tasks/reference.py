@@ -1,4 +1,4 @@
-"""``configs/config.yaml`` and ``docs/configuration.md``, written from the declared settings.
+"""``configs/config.yaml`` and ``docs/reference/configuration.md``, written from the declared settings.
 
 ::
 
@@ -16,7 +16,7 @@ from ..utils.file_utils import write_text_atomic
 from .classification_settings import CONFIG_YAML_GROUPS, GROUPS, TASK_SETTINGS
 
 CONFIG_YAML = os.path.join("configs", "config.yaml")
-CONFIGURATION_MD = os.path.join("docs", "configuration.md")
+CONFIGURATION_MD = os.path.join("docs", "reference", "configuration.md")
 
 CONFIG_YAML_HEADER = """
 Image classification: the settings of examples/example.py and `basetrainer train`.
@@ -38,6 +38,19 @@ page is written by `python -m basetrainer.tasks.reference` from the declarations
 (`basetrainer/engine/settings.py`, `basetrainer/tasks/classification_settings.py`), as are
 `configs/config.yaml` and `basetrainer train --help`; a test keeps them in step.
 
+A run's settings come from, highest first:
+
+1. `key=value` overrides (or `--opts key=value ...`), nested with dots (`optim.lr=0.1`),
+   anywhere on the command line;
+2. flags typed on the command line (`--lr 0.1`);
+3. the YAML file given with `-c`;
+4. the defaults below.
+
+```bash
+python examples/example.py -c configs/config.yaml --lr 0.01 scheduler=multi-step milestones=[6,9] amp=bf16
+basetrainer train -c configs/config.yaml --train_data /data/train --test_data /data/val
+```
+
 Values are checked before anything starts, however they arrive (the YAML file of `-c`, a
 flag, `key=value`, a dict or an `argparse.Namespace` handed to a trainer): a value a key
 does not accept ends the run with one line naming the key, the value, where it came from
@@ -45,7 +58,10 @@ and what is allowed. YAML is read strictly: words and numbers that YAML 1.1 (PyY
 YAML 1.2 read differently (`yes`, `no`, `on`, `off`, `010`, `1:30`, `1_000`, dates), a key
 given twice, `key:value` without a space, aliases, tabs and several documents are errors
 naming the file and line. Quote a text that looks like something else (`'yes'`), write
-`null` (or `~`) for nothing: `None` is text in YAML.
+`null` (or `~`) for nothing: `None` is text in YAML. In your own scripts,
+{func}`basetrainer.config.parser_config` merges argparse and YAML the same way and keeps
+every key of your YAML (strict checking is opt-in, `strict=True`; `schema=` checks values
+against declared settings).
 
 ## Keys every trainer reads
 

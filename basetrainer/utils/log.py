@@ -20,7 +20,7 @@ LOGGER_NAME = "basetrainer"
 RESULT = {"result": True}
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
 _DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
-# The earlier library's line layouts, by the names its set_logger took as ``format``.
+#: The earlier library's line layouts, by the names its set_logger took as ``format``.
 LINE_FORMATS = {
     "simple": "%(asctime)s|%(levelname)-7s| %(message)s",
     "name": "%(asctime)s|%(levelname)-7s|%(name)s %(lineno)d| %(message)s",
@@ -45,7 +45,7 @@ def set_logger(*args, **kwargs) -> logging.Logger:
     On the other ranks: warnings and errors only, to the console, tagged with the rank,
     and no file. Calling it again replaces the handlers it added before, never duplicates them.
 
-    The earlier library's keywords: ``format`` is a line layout, one of :data:`LINE_FORMATS`
+    The earlier library's keywords: ``format`` is a line layout, one of :data:`~basetrainer.utils.log.LINE_FORMATS`
     (``True``/``False``: its first versions' long and short lines) or a ``logging`` format
     string; ``rotation`` and ``retention`` rotate and prune the log file (see
     :mod:`basetrainer.utils.log_files`); ``name`` has no effect, as there (basetrainer logs

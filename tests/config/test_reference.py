@@ -1,5 +1,5 @@
 """Each config key is declared once, and everything that states it (LoopOptions, the task's parser and --help,
-configs/config.yaml, docs/configuration.md) comes from that declaration."""
+configs/config.yaml, docs/reference/configuration.md) comes from that declaration."""
 import argparse
 import dataclasses
 
