@@ -32,10 +32,10 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from basetrainer.engine.events import Callback
 from basetrainer.distributed import comm
 from basetrainer.distributed.launch import launch
 from basetrainer.distributed.process_group import free_port
+from basetrainer.engine.events import Callback
 from basetrainer.engine.trainer import EngineTrainer
 from basetrainer.tasks.classification import ClassificationTrainer, parse_config, prepare_data
 

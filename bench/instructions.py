@@ -43,9 +43,8 @@ VALGRIND_SLOWDOWN = 400  # measured here: ~220 us per hand-written step outside 
 def inside_valgrind():
     import logging
 
-    import torch
-
     import overhead
+    import torch
 
     torch.set_num_threads(1)
     logging.getLogger("basetrainer").setLevel(logging.WARNING)
