@@ -1,11 +1,12 @@
 """The trainer's own config keys, read and checked in one place."""
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 
 from ..config import option
 from ..errors import ConfigError
+from ..parallel.communication import GRAD_COMPRESSIONS, Communication
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 _AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
@@ -31,6 +32,8 @@ class LoopOptions:
     :mod:`basetrainer.parallel.fsdp`); ``activation_checkpointing`` names module classes that
     recompute their activations in backward (any strategy); ``async_checkpoint`` writes
     checkpoints in the background (sharded directories, see :mod:`basetrainer.checkpoint.sharded`).
+    ``communication`` is what DDP's replicas send (keys ``local_sgd``, ``grad_compression``,
+    ``powersgd``; see :mod:`basetrainer.parallel.communication`).
 
     ``profile_steps`` is ``(wait, warmup, active)``: training batches skipped, traced and
     thrown away, then traced with ``torch.profiler`` into ``<work_dir>/log/profile`` (without
@@ -67,6 +70,7 @@ class LoopOptions:
     fsdp_cpu_offload: bool = False
     activation_checkpointing: tuple = ()
     async_checkpoint: bool = False
+    communication: Communication = field(default_factory=Communication)
     resume: Optional[str] = None
     work_dir: Optional[str] = None
     profile_steps: Optional[tuple] = None
@@ -110,6 +114,7 @@ class LoopOptions:
             find_unused_parameters=bool(option(cfg, "find_unused_parameters", False)),
             broadcast_buffers=bool(option(cfg, "broadcast_buffers", True)),
             **_parallel_options(cfg),
+            communication=_communication(cfg, _parse_amp(option(cfg, "amp", "none"), device)),
             resume=None if resume in (None, False, "", "none", "None") else str(resume),
             work_dir=option(cfg, "work_dir", None),
             profile_steps=_profile_steps(cfg),
@@ -142,6 +147,44 @@ def _parallel_options(cfg) -> dict:
                 fsdp_cpu_offload=bool(option(cfg, "fsdp_cpu_offload", False)),
                 activation_checkpointing=_class_names(cfg, "activation_checkpointing"),
                 async_checkpoint=bool(option(cfg, "async_checkpoint", False)))
+
+
+def _communication(cfg, amp: Optional[torch.dtype]) -> Communication:
+    """What DDP's replicas send: ``local_sgd: {period, warmup_steps}`` (period 0 or null: off),
+    ``grad_compression: none|bf16|fp16|powersgd`` and ``powersgd: {rank, start_step}``; the
+    combinations that cannot work are refused here, before anything is built (one process: in
+    ``select_strategy``, which knows the processes)."""
+    local_sgd = _settings(cfg, "local_sgd", {"period": 0, "warmup_steps": 0}, "{period: 16, warmup_steps: 0}")
+    powersgd = _settings(cfg, "powersgd", {"rank": 1, "start_step": 10}, "{rank: 4, start_step: 10}")
+    compression = str(option(cfg, "grad_compression", "none")).lower()
+    if compression not in GRAD_COMPRESSIONS:
+        raise ConfigError(f"grad_compression: {compression!r} is not one of {', '.join(GRAD_COMPRESSIONS)}")
+    for key, value, least in (("local_sgd.period", local_sgd["period"], 0),
+                              ("local_sgd.warmup_steps", local_sgd["warmup_steps"], 0),
+                              ("powersgd.rank", powersgd["rank"], 1), ("powersgd.start_step", powersgd["start_step"], 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            why = " (DDP lays out its buckets anew after its first step)" if key == "powersgd.start_step" else ""
+            raise ConfigError(f"{key} expects an integer >= {least}{why}, got {value!r}")
+    communication = Communication(local_sgd["period"], local_sgd["warmup_steps"], compression, powersgd["rank"],
+                                  powersgd["start_step"])
+    if communication.local_sgd_period and compression != "none":
+        raise ConfigError(f"local_sgd and grad_compression: {compression} are alternatives (after its warm-up, local "
+                          f"SGD sends no gradients): set grad_compression: none, or local_sgd.period: 0")
+    if communication.enabled and str(option(cfg, "strategy", "ddp")).lower() != "ddp":
+        raise ConfigError("local_sgd and grad_compression apply to strategy ddp (fsdp reduces its gradient shards "
+                          "itself): set strategy: ddp, or local_sgd.period: 0 and grad_compression: none")
+    if communication.local_sgd_period and amp == torch.float16:
+        raise ConfigError("local_sgd with amp: fp16: each replica's gradient scaler would skip steps on its own and "
+                          "the replicas would stop averaging together; use amp: bf16 or none")
+    return communication
+
+
+def _settings(cfg, key, defaults: dict, example: str) -> dict:
+    """The mapping ``key`` (missing or null: empty) filled up from ``defaults``; a key ``defaults`` lacks is refused."""
+    value = option(cfg, key, {})
+    if not isinstance(value, dict) or set(value) - set(defaults):
+        raise ConfigError(f"{key} expects a mapping of {' and '.join(defaults)}, e.g. {key}: {example}, got {value!r}")
+    return {**defaults, **{name: given for name, given in value.items() if given is not None}}
 
 
 def _profile_steps(cfg) -> Optional[tuple]:

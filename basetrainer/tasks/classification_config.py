@@ -8,7 +8,7 @@ type are one-line errors.
 import argparse
 import sys
 
-from ..config import add_override_arguments, parser_config
+from ..config import Config, add_override_arguments, parser_config
 from ..errors import ConfigError
 
 DEFAULT_TRAIN_DATA = "data/digits/train"
@@ -102,6 +102,8 @@ def get_parser(prog=None):
                          help="with --distributed: ddp (whole model per process) or fsdp (sharded)")
     parser.set_defaults(fsdp_shard=[], fsdp_reshard_after_forward=True, fsdp_cpu_offload=False,
                         activation_checkpointing=[], async_checkpoint=False)
+    parser.set_defaults(local_sgd=Config(period=0, warmup_steps=0), grad_compression="none",
+                        powersgd=Config(rank=1, start_step=10))
     runtime.add_argument("--num_machines", type=int, default=1, help="machines in a multi-machine job")
     runtime.add_argument("--machine_rank", type=int, default=0, help="this machine's index")
     runtime.add_argument("--dist_url", default="auto", help="auto (one machine), or tcp://<machine 0>:<port>")
@@ -138,4 +140,7 @@ def parse_config(argv=None, prog=None):
         cfg.num_epochs = DEFAULT_NUM_EPOCHS
     if len(cfg.input_size) != 2:
         raise ConfigError(f"input_size expects [width, height], got {cfg.input_size}")
+    if cfg.ema_decay > 0 and (cfg.local_sgd or {}).get("period"):
+        raise ConfigError("ema_decay with local_sgd: the EMA would average one process's own weights, not the "
+                          "replicas' average that evaluation and the exported weights use; set one of them to 0")
     return cfg
