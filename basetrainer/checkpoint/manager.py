@@ -74,8 +74,9 @@ class CheckpointManager:
         if path == self.path:
             self.saved_position = self.position()
         if self.sharded:
-            return self.writer.save(self.model.model, self.model.optimizer, path,
-                                    self.state_dict(with_weights=False))
+            loop_state = self.state_dict(with_weights=False)  # first: the parts' own state, not the average swapped in
+            with self.model.strategy.averaged_weights(self.model.model):
+                return self.writer.save(self.model.model, self.model.optimizer, path, loop_state)
         saved = self.state_dict()
         if comm.is_main_process():
             files.save_checkpoint(saved, path, keep_previous=True)

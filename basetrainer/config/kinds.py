@@ -240,6 +240,37 @@ class Positions(Kind):
         return f"[{', '.join(self.names)}]: {kinds}"
 
 
+class Fields(Kind):
+    """A mapping of named fields, each ``name=(kind, default)``: a field missing or null takes its default, a
+    name that is no field is refused; checked into a plain dict of every field."""
+
+    def __init__(self, **fields):
+        self.fields = fields
+
+    def defaults(self) -> dict:
+        return {name: default for name, (_, default) in self.fields.items()}
+
+    def check(self, value):
+        if not isinstance(value, dict):
+            raise Invalid()
+        unknown = sorted(set(value) - set(self.fields), key=str)
+        if unknown:
+            raise Invalid(f"{', '.join(map(str, unknown))} is no field of it")
+        checked = self.defaults()
+        for name, given in value.items():
+            if given is None:
+                continue
+            try:
+                checked[name] = self.fields[name][0].check(given)
+            except Invalid as error:
+                raise Invalid(f"{name} is {shown(given)}" + (f": {error.detail}" if error.detail else "")) from None
+        return checked
+
+    def describe(self, plural=False):
+        fields = ", ".join(f"{name} ({kind.describe()})" for name, (kind, _) in self.fields.items())
+        return f"{'mappings' if plural else 'a mapping'} of {fields}"
+
+
 class OneOf(Kind):
     """The first of ``kinds`` that takes the value."""
 

@@ -61,6 +61,17 @@ def all_gather(obj):
     return output
 
 
+def gather_to_main(obj):
+    """Gathers a picklable object from every rank to the main process: the list, in rank order, there;
+    None on the other ranks."""
+    world_size = get_world_size()
+    if world_size == 1:
+        return [obj]
+    output = [None] * world_size if is_main_process() else None
+    dist.gather_object(obj, output, dst=0)
+    return output
+
+
 def broadcast_object(obj, src: int = 0):
     """Returns ``obj`` as it is on rank ``src``, on every rank."""
     if get_world_size() == 1:

@@ -1,4 +1,6 @@
 """Evaluation over every test set, and prediction in dataset order, gathered over ranks."""
+from contextlib import nullcontext
+
 import torch
 
 from ..checkpoint.rng import get_rng_state
@@ -25,13 +27,15 @@ def test_sets(test_loader):
     return [(None, test_loader)]
 
 
-def evaluate(sets, model, step, events, state, logs: dict, *, watchdog, stop_after, padding) -> None:
+def evaluate(sets, model, step, events, state, logs: dict, *, watchdog, stop_after, strategy) -> None:
     """One evaluation of ``model`` over ``sets`` (see :func:`test_sets`): ``on_test_begin``, the batches,
     ``on_test_end`` for each test set, then ``on_evaluation_end``. ``step(inputs)`` gives a batch's
     ``(outputs, losses)`` (moved to the device, under autocast); ``stop_after(loader)`` is the rule
-    that says after which test batch a stop signal ends the evaluation (see :mod:`.preemption`);
-    ``padding(loader)`` how many forwards this rank adds after its last batch so that every rank
-    runs as many (needed where a forward is a collective, as under FSDP).
+    that says after which test batch a stop signal ends the evaluation (see :mod:`.preemption`).
+    From the parallel ``strategy``: the weights evaluated (``averaged_weights``: the replicas'
+    average where they differ, under local SGD, for the whole evaluation and its events) and how
+    many forwards this rank adds after its last batch so that every rank runs as many
+    (``evaluation_padding``: needed where a forward is a collective, as under FSDP).
 
     Recorders publish each set's values in ``logs["test"]``; with several sets, ``logs["test"]``
     then holds them by name (``logs["test"]["val"]["Acc"]``).
@@ -45,13 +49,14 @@ def evaluate(sets, model, step, events, state, logs: dict, *, watchdog, stop_aft
     sets = sets or [(None, None)]  # the events fire even without a test loader
     found = (get_rng_state(), logs["test"])  # what an abandoned evaluation goes back to
     results = {}
-    with watchdog.phase("evaluation"):
+    weights = strategy.averaged_weights(model) if any(loader is not None for _, loader in sets) else nullcontext()
+    with watchdog.phase("evaluation"), weights:
         for name, loader in sets:
             state.eval_set = name
             logs["test"] = {}
             events.fire(Event.TEST_BEGIN, logs)
             if loader is not None and not _test_batches(loader, model, step, events, state, logs, watchdog,
-                                                        stop_after(loader), padding(loader)):
+                                                        stop_after(loader), strategy.evaluation_padding(loader)):
                 state.evaluation_abandoned = True
                 try:
                     events.fire(Event.TEST_END, {**logs, "test": {}})
@@ -87,10 +92,10 @@ def _test_batches(loader, model, step, events, state, logs, watchdog, stop_after
     return True
 
 
-def predict(loader, model, step, padding: int):
+def predict(loader, model, step, strategy):
     """``step(inputs)``'s outputs (the trainer's ``predict_step``, on the device, under autocast) for
     every sample of ``loader``, in dataset order, on every rank (CPU tensors; a tuple, list or dict
-    of them when the step returns one). ``padding``: forwards this rank adds, as in evaluation.
+    of them when the step returns one); the parallel ``strategy``'s weights and padding, as in evaluation.
 
     Under several processes each rank predicts its shard and the rows are gathered and
     put back where the sampler's indices say; the duplicates a padding sampler adds land
@@ -99,8 +104,9 @@ def predict(loader, model, step, padding: int):
     dataset) gives the ranks' rows one rank after the other.
     """
     order, rows, was_training = data.sample_order(loader), [], model.training
+    padding = strategy.evaluation_padding(loader)  # a collective: before the forwards, which may be others
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), strategy.averaged_weights(model):
         for inputs in loader:
             rows.append(_to_cpu(step(inputs)))
         for _ in range(padding):

@@ -53,7 +53,7 @@ class TrainerHooks:
         self.test_num = sum(data.num_samples(loader) for _, loader in evaluation.test_sets(self.test_loader))
         self.model = self.build_model(cfg, **kwargs)
         if self.strategy is None:  # the hook did not call build_model_parallel
-            self.strategy = strategy_of(self.model, self.device, self.options.compile)
+            self.strategy = strategy_of(self.model, self.device, self.options.compile, self.options.communication)
             if self.strategy is None:
                 self.model = self.build_model_parallel(self.model)
             else:  # wrapped by the hook itself (DDP, DataParallel, FSDP)
@@ -62,6 +62,7 @@ class TrainerHooks:
         self.strategy.prepare_for_optimizer(self.model)
         self.optimizer = self.build_optimizer(cfg, **kwargs)
         self.strategy.check_optimizer(self.model, self.optimizer)  # FSDP: it must hold the sharded parameters
+        self.strategy.attach_optimizer(self.optimizer)  # DDP's local SGD: averaging after the steps
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
         if self.options.amp == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)

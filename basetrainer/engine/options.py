@@ -9,6 +9,7 @@ import torch
 
 from ..distributed import comm
 from ..errors import ConfigError
+from ..parallel.communication import Communication
 from .settings import LOOP_SETTINGS
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -44,7 +45,9 @@ class LoopOptions:
     deterministic algorithms (:mod:`.determinism`).
 
     Every field is read from the config key of its name (:mod:`basetrainer.engine.settings` declares what each
-    accepts, its default and unit); ``profile`` is read into ``profile_steps``.
+    accepts, its default and unit); ``profile`` is read into ``profile_steps``; ``local_sgd``,
+    ``grad_compression`` and ``powersgd`` into ``communication``, what DDP's replicas send
+    (:mod:`basetrainer.parallel.communication`).
     """
 
     num_epochs: int
@@ -70,6 +73,7 @@ class LoopOptions:
     fsdp_cpu_offload: bool
     activation_checkpointing: tuple
     async_checkpoint: bool
+    communication: Communication
     resume: Optional[str]
     work_dir: Optional[str]
     profile_steps: Optional[tuple]
@@ -91,6 +95,8 @@ class LoopOptions:
                               f"set (in the trainer's config): a run is one or the other; set num_epochs: null to "
                               f"train for max_iters")
         profile = values.pop("profile")
+        communication = _communication(values.pop("local_sgd"), values.pop("grad_compression"),
+                                       values.pop("powersgd"), values["strategy"], _amp_dtype(values["amp"], device))
         return cls(**{
             **values,
             "amp": _amp_dtype(values["amp"], device),
@@ -101,12 +107,31 @@ class LoopOptions:
             "watchdog_timeout": float(values["watchdog_timeout"]),
             "watchdog_factor": float(values["watchdog_factor"]),
             "clip_grad_norm": float(values["clip_grad_norm"]),
+            "communication": communication,
         })
 
 
 def _given(cfg, key) -> bool:
     value = cfg.get(key) if isinstance(cfg, dict) else getattr(cfg, key, None)
     return value is not None
+
+
+def _communication(local_sgd: dict, compression: str, powersgd: dict, strategy: str, amp) -> Communication:
+    """What DDP's replicas send (:mod:`basetrainer.parallel.communication`); the combinations that cannot
+    work are refused here, before anything is built (one process: in ``select_strategy``, which knows the
+    processes)."""
+    communication = Communication(local_sgd["period"], local_sgd["warmup_steps"], compression, powersgd["rank"],
+                                   powersgd["start_step"])
+    if communication.local_sgd_period and compression != "none":
+        raise ConfigError(f"local_sgd and grad_compression: {compression} are alternatives (after its warm-up, local "
+                          f"SGD sends no gradients): set grad_compression: none, or local_sgd.period: 0")
+    if communication.enabled and strategy != "ddp":
+        raise ConfigError("local_sgd and grad_compression apply to strategy ddp (fsdp reduces its gradient shards "
+                          "itself): set strategy: ddp, or local_sgd.period: 0 and grad_compression: none")
+    if communication.local_sgd_period and amp == torch.float16:
+        raise ConfigError("local_sgd with amp: fp16: each replica's gradient scaler would skip steps on its own and "
+                          "the replicas would stop averaging together; use amp: bf16 or none")
+    return communication
 
 
 def _profile_steps(steps, profile) -> Optional[tuple]:

@@ -6,11 +6,14 @@ line, ``configs/config.yaml`` and ``docs/reference/configuration.md`` are made f
 """
 import argparse
 
-from ..config.kinds import Boolean, Choice, Integer, ListOf, Number, OneOf, Positions, Text
+from ..config.kinds import Boolean, Choice, Fields, Integer, ListOf, Number, OneOf, Positions, Text
 from ..config.schema import Schema, Setting
 
 AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                "bfloat16": "bf16", "float16": "fp16", "half": "fp16", True: "true", False: "none"}
+LOCAL_SGD = Fields(period=(Integer(minimum=0), 0), warmup_steps=(Integer(minimum=0), 0))
+# DDP lays out its gradient buckets anew after its first step: PowerSGD starts at step 2 at the earliest
+POWERSGD = Fields(rank=(Integer(minimum=1), 1), start_step=(Integer(minimum=2), 10))
 CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
 LOOP_SETTINGS = Schema([
@@ -73,6 +76,15 @@ LOOP_SETTINGS = Schema([
             group="runtime"),
     Setting("async_checkpoint", Boolean(), False, "write checkpoints in the background (a sharded model/last/ "
             "directory)", group="runtime"),
+    Setting("local_sgd", LOCAL_SGD, LOCAL_SGD.defaults(),
+            "ddp: each process steps on its own gradients and the processes average their parameters every period "
+            "optimizer steps (0: off, plain DDP), after warmup_steps steps of plain DDP (post-local SGD); "
+            "see the communication guide", group="runtime"),
+    Setting("grad_compression", Choice("none", "bf16", "fp16", "powersgd"), "none",
+            "ddp: gradients all-reduced as none (fp32), bf16, fp16 or powersgd (low-rank factors)", group="runtime"),
+    Setting("powersgd", POWERSGD, POWERSGD.defaults(),
+            "grad_compression powersgd: gradient matrices sent as two factors of this rank, with error feedback, "
+            "from optimizer step start_step on (full gradients before)", group="runtime"),
     Setting("watchdog_timeout", Number(minimum=0, maximum=1e9), 300.0,
             "a rank that finishes no step for this long (or watchdog_factor x the median step) ends itself, "
             "exit 124 (0: off)", unit="seconds", group="runtime"),

@@ -240,7 +240,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
         """One evaluation over every test set (see :func:`basetrainer.engine.evaluation.evaluate`)."""
         evaluation.evaluate(evaluation.test_sets(self.test_loader), self.model, self._forward, self.events,
                             self.state, logs, watchdog=self.watchdog, stop_after=self.preemption.evaluation_check,
-                            padding=self.strategy.evaluation_padding)
+                            strategy=self.strategy)
 
     def evaluate(self, logs=None):
         """Runs only the evaluation loop with the callbacks; returns ``logs["test"]``."""
@@ -259,7 +259,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
             with self.autocast():
                 return self.predict_step(self.to_device(inputs))
 
-        return evaluation.predict(loader, self.model, step, self.strategy.evaluation_padding(loader))
+        return evaluation.predict(loader, self.model, step, self.strategy)
 
     def predict_step(self, inputs):
         """The outputs for one batch; override for other batch layouts. By default the model

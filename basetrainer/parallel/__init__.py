@@ -6,16 +6,23 @@
 - one process and several GPUs in ``gpu_id``: :class:`DataParallelStrategy`;
 - otherwise: :class:`Strategy` (one device, no wrapper).
 
+What DDP's replicas send (``local_sgd``, ``grad_compression``: :mod:`.communication`) needs
+several processes under DDP; elsewhere it is refused here, before the model is made ready.
+
 Every kind applies conversions, activation checkpointing, compile, the device and its own
 wrapper in one order (:meth:`Strategy.wrap`). To add a kind, subclass :class:`Strategy` and
 choose it here.
 """
+from typing import Optional
+
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from ..distributed import comm
+from ..errors import ConfigError
 from .base import Strategy, unwrap_model
+from .communication import Communication
 from .data_parallel import DataParallelStrategy
 from .ddp import DDPStrategy
 from .fsdp import FSDPStrategy
@@ -33,6 +40,9 @@ def select_strategy(options, device, device_ids=None, **overrides) -> Strategy:
     ids = comm.as_id_list(options.gpu_id if device_ids is None else device_ids)
     common = dict(channels_last=options.channels_last, activation_checkpointing=options.activation_checkpointing,
                   compile=options.compile)
+    if options.communication.enabled and comm.get_world_size() == 1:
+        raise ConfigError(f"{_named(options.communication)} needs several processes under strategy ddp and this run "
+                          f"has one: start it with --distributed (one process per gpu_id), or remove the setting")
     if comm.get_world_size() > 1 and options.strategy == "fsdp":
         fsdp = dict(sync_bn=options.sync_bn, broadcast_buffers=options.broadcast_buffers)
         fsdp.update({key: value for key, value in overrides.items() if key in fsdp})
@@ -43,19 +53,30 @@ def select_strategy(options, device, device_ids=None, **overrides) -> Strategy:
         ddp = dict(sync_bn=options.sync_bn, find_unused_parameters=options.find_unused_parameters,
                    broadcast_buffers=options.broadcast_buffers)
         ddp.update(overrides)
-        return DDPStrategy(device, **ddp, **common)
+        return DDPStrategy(device, **ddp, **common, communication=options.communication)
     if device.type == "cuda" and len(ids) > 1:
         return DataParallelStrategy(device, ids, **common)
     return Strategy(device, **common)
 
 
-def strategy_of(model: nn.Module, device, compile: bool = False):
+def strategy_of(model: nn.Module, device, compile: bool = False, communication: Optional[Communication] = None):
     """The strategy matching a model that the user's ``build_model`` wrapped itself (DDP, DataParallel,
-    FSDP), or None for a model no wrapper holds."""
+    FSDP), or None for a model no wrapper holds. ``communication`` applies to a DDP model only."""
+    communication = communication or Communication()
     if isinstance(model, DistributedDataParallel):
-        return DDPStrategy(device, compile=compile)
+        return DDPStrategy(device, compile=compile, communication=communication)
+    if communication.enabled and isinstance(model, (DataParallel, FSDPModule)):
+        raise ConfigError(f"{_named(communication)} applies to DistributedDataParallel and build_model returned a "
+                          f"{type(model).__name__}: remove the setting, or return the model unwrapped")
     if isinstance(model, DataParallel):
         return DataParallelStrategy(device, model.device_ids, compile=compile)
     if isinstance(model, FSDPModule):
         return FSDPStrategy(device, compile=compile)
     return None
+
+
+def _named(communication: Communication) -> str:
+    """The config setting that asks for ``communication``, as a user wrote it."""
+    if communication.local_sgd_period:
+        return f"local_sgd (period {communication.local_sgd_period})"
+    return f"grad_compression: {communication.grad_compression}"

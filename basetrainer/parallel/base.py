@@ -73,10 +73,20 @@ class Strategy:
     def check_optimizer(self, model: nn.Module, optimizer) -> None:
         """Called just after ``build_optimizer``: raises a ConfigError when ``optimizer`` cannot train ``model``."""
 
+    def attach_optimizer(self, optimizer) -> None:
+        """Called once ``optimizer`` is built and checked: whatever the kind does around its steps (DDP's local
+        SGD averages the replicas after some, through a step post-hook). Nothing here."""
+
     def evaluation_padding(self, loader) -> int:
         """Forwards this rank adds after its last evaluation batch so that every rank runs as many
         (needed where a forward is a collective, as under FSDP); 0 here."""
         return 0
+
+    def averaged_weights(self, model: nn.Module):
+        """A context in which ``model`` holds the weights evaluation, checkpoints and exports use: those every
+        replica holds alike. Here the model's own (it yields False: nothing swapped in); under DDP's local SGD,
+        where the replicas differ between averagings, their average (it yields True)."""
+        return contextlib.nullcontext(False)
 
     def model_state_dict(self, model: nn.Module) -> dict:
         """The full weights on the CPU, keys without wrapper prefixes (every rank calls it)."""

@@ -1,12 +1,15 @@
-"""One process per device, whole model in each: ``DistributedDataParallel``."""
+"""One process per device, whole model in each: ``DistributedDataParallel``, and what its replicas send (:mod:`.communication`)."""
 import inspect
+from typing import Optional
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from ..distributed import comm
 from ..utils.log import get_logger
 from .base import Strategy
+from .communication import Communication
 
 logger = get_logger()
 
@@ -16,17 +19,22 @@ class DDPStrategy(Strategy):
 
     ``sync_bn`` turns BatchNorm into SyncBatchNorm (CUDA only: NCCL); ``broadcast_buffers``
     copies rank 0's buffers (BatchNorm statistics) to the others before each forward.
+    ``communication`` says what the replicas send (:class:`~.communication.Communication`: full
+    gradients by default; compressed gradients; or, under local SGD, their parameters every few
+    steps, the replicas differing in between: evaluation, checkpoints and exports then use their
+    average, see :meth:`averaged_weights`).
     """
 
     name = "ddp"
 
     def __init__(self, device: torch.device, channels_last: bool = False, sync_bn: bool = False,
                  find_unused_parameters: bool = False, broadcast_buffers: bool = True, activation_checkpointing=(),
-                 compile: bool = False):
+                 compile: bool = False, communication: Optional[Communication] = None):
         super().__init__(device, channels_last, activation_checkpointing, compile)
         self.sync_bn = sync_bn
         self.find_unused_parameters = find_unused_parameters
         self.broadcast_buffers = broadcast_buffers
+        self.communication = (communication or Communication()).build()
 
     def convert(self, model: nn.Module) -> nn.Module:
         if not self.sync_bn:
@@ -40,11 +48,36 @@ class DDPStrategy(Strategy):
         kwargs = dict(find_unused_parameters=self.find_unused_parameters, **_buffer_sync_option(self.broadcast_buffers))
         if self.device.type == "cuda":
             kwargs.update(device_ids=[self.device.index], output_device=self.device.index)
-        return DistributedDataParallel(model, **kwargs)
+        return self._communicating(DistributedDataParallel(model, **kwargs))
+
+    def adopt(self, model: nn.Module) -> nn.Module:
+        return self._communicating(super().adopt(model))
+
+    def _communicating(self, model: DistributedDataParallel) -> DistributedDataParallel:
+        self.communication.register(model)
+        if self.communication.describe() and comm.is_main_process():
+            logger.info("ddp: %s", self.communication.describe())
+        return model
 
     def no_gradient_sync(self, model: nn.Module):
         # DDP decides at forward time whether the next backward all-reduces: the forward must be inside.
         return model.no_sync()
+
+    def attach_optimizer(self, optimizer) -> None:
+        self.communication.attach_optimizer(optimizer)
+
+    def averaged_weights(self, model: nn.Module):
+        return self.communication.averaged_weights()
+
+    def model_state_dict(self, model: nn.Module) -> dict:
+        """The weights of every replica alike: under local SGD their average (copied: the replica's own
+        are put back after)."""
+        with self.averaged_weights(model) as averaged:
+            weights = super().model_state_dict(model)
+            return {key: value.clone() for key, value in weights.items()} if averaged else weights
+
+    def checkpoint_parts(self) -> dict:
+        return self.communication.checkpoint_parts()
 
 
 def _buffer_sync_option(broadcast_buffers: bool) -> dict:

@@ -96,6 +96,9 @@ def check_task_config(cfg, sources=None):
         raise ConfigError(f"{named('machine_rank', 'num_machines')}: machine_rank counts from 0 to num_machines - 1")
     check_transform(cfg, source)
     _check_schedule(cfg, named)
+    if cfg.ema_decay > 0 and (cfg.local_sgd or {}).get("period"):
+        raise ConfigError(f"{named('ema_decay', 'local_sgd')}: the EMA would average one process's own weights, not "
+                          f"the replicas' average that evaluation and the exported weights use; set one of them to 0")
     try:
         check_model_options(cfg.net_type, cfg.width_mult, cfg.pretrained, cfg.input_size)
     except ConfigError as error:
@@ -107,11 +110,11 @@ def check_transform(cfg, source) -> None:
     """Checks the keys images are transformed by (``TRANSFORM_KEYS``; ``source(key)`` says where each came
     from), and that the size images are resized to stays within ``MAX_IMAGE_SIDE``."""
     TASK_SETTINGS.check({key: cfg[key] for key in TRANSFORM_KEYS}, source)
-    resized = max(round(side / cfg["crop_ratio"]) for side in cfg["input_size"])
+    resized = max(side / cfg["crop_ratio"] for side in cfg["input_size"])  # inf for a crop_ratio of 1e-309
     if resized > MAX_IMAGE_SIDE:
-        raise ConfigError(f"{_named(cfg, source, ('input_size', 'crop_ratio'))}: images would be resized to {resized} "
-                          f"pixels (input_size / crop_ratio) before cropping, more than {MAX_IMAGE_SIDE}; raise "
-                          f"crop_ratio or lower input_size")
+        named = _named(cfg, source, ("input_size", "crop_ratio"))
+        raise ConfigError(f"{named}: images would be resized to {resized:.0f} pixels (input_size / crop_ratio) "
+                          f"before cropping, more than {MAX_IMAGE_SIDE}; raise crop_ratio or lower input_size")
 
 
 def _named(cfg, source, keys) -> str:

@@ -21,6 +21,7 @@ from basetrainer.config import (
 )
 from basetrainer.config import legacy as setup_config  # what the old path basetrainer.utils.setup_config is
 from basetrainer.errors import ConfigError
+from basetrainer.tasks.classification_config import parse_config as task_config
 from basetrainer.utils.file_utils import copy_file_to_dir
 
 
@@ -551,3 +552,8 @@ def test_no_configuration_module_is_over_350_lines():
     modules = [path for path in root.rglob("*.py") if "config" in path.relative_to(root).as_posix()]
     lengths = {path.name: len(path.read_text().splitlines()) for path in modules}
     assert lengths and {name: length for name, length in lengths.items() if length > 350} == {}
+
+
+def test_a_crop_ratio_so_small_that_the_resize_overflows_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match=r"images would be resized to inf pixels .* raise crop_ratio"):
+        task_config(["crop_ratio=2.2e-309"])

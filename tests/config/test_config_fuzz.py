@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from basetrainer.callbacks import EMA, EarlyStopping
 from basetrainer.config import load_config, option
-from basetrainer.config.kinds import Boolean, Choice, Integer, ListOf, Number, OneOf
+from basetrainer.config.kinds import Boolean, Choice, Fields, Integer, ListOf, Number, OneOf
 from basetrainer.criterion.criterion import get_criterion
 from basetrainer.distributed import comm
 from basetrainer.engine.options import LoopOptions
@@ -75,6 +75,9 @@ def declared_values(name, kind):
         return st.sampled_from([*kind.choices, "other"])
     if isinstance(kind, Boolean):
         return st.booleans()
+    if isinstance(kind, Fields):  # some of its fields, or a misspelt one
+        fields = {field: declared_values(field, inner) for field, (inner, _) in kind.fields.items()}
+        return st.fixed_dictionaries({}, optional={**fields, "peroid": st.integers(0, 3)})
     return st.sampled_from(NAMES.get(name, ["x", "", "runs/a", "tcp://h:1"]))
 
 

@@ -4,7 +4,7 @@ import argparse
 import pytest
 
 from basetrainer.config.flags import ArgumentParser, add_setting_flags
-from basetrainer.config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
+from basetrainer.config.kinds import Boolean, Choice, Fields, Integer, Invalid, ListOf, Named, Number, OneOf, Text
 from basetrainer.config.schema import Schema, Setting
 from basetrainer.errors import ConfigError
 
@@ -77,6 +77,24 @@ def test_a_list_of_unique_items_refuses_a_repeat():
 
 def test_a_list_that_takes_a_single_item_gives_a_list():
     assert ListOf(Text(), single=True).check("Block") == ["Block"]
+
+
+FIELDS = Fields(period=(Integer(minimum=0), 0), warmup_steps=(Integer(minimum=0), 0))
+
+
+def test_fields_missing_or_null_take_their_defaults():
+    assert FIELDS.check({"period": 16, "warmup_steps": None}) == {"period": 16, "warmup_steps": 0}
+
+
+def test_a_name_that_is_no_field_is_refused_naming_it():
+    with pytest.raises(Invalid, match="^peroid is no field of it$"):
+        FIELDS.check({"peroid": 4})
+
+
+def test_a_field_refusal_names_the_field_and_its_value():
+    with pytest.raises(Invalid, match="^period is int -1$"):
+        FIELDS.check({"period": -1})
+    assert FIELDS.describe() == "a mapping of period (an integer >= 0), warmup_steps (an integer >= 0)"
 
 
 def test_text_refuses_a_nul_character():
