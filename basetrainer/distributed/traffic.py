@@ -1,4 +1,5 @@
-"""What a process sends to the others: all-reduce calls and bytes, and broadcast bytes, counted while a :class:`Traffic` is open.
+"""What a process sends to the others: all-reduce calls and bytes, and broadcast bytes, counted while a
+:class:`~basetrainer.distributed.traffic.Traffic` is open.
 
 For measuring, not for training runs: ``bench/comm.py`` and the tests of DDP's communication
 (:mod:`basetrainer.parallel.communication`) use it. It wraps ``torch.distributed.all_reduce``,

@@ -13,7 +13,7 @@ its first step (in the order the gradients became ready), so a resumed run's fir
 another layout than the one the state was saved in. The checkpoint therefore holds the state
 per parameter (the Qs, the same on every rank, and each rank's own error feedback, gathered
 to the main process), and a bucket's tensors are put together from it when DDP hands a bucket
-whose parameters are not those its state covers (:meth:`PowerSGD._hook`).
+whose parameters are not those its state covers (``PowerSGD._hook``).
 """
 import contextlib
 
