@@ -74,17 +74,3 @@ nitpick_ignore_regex = [
     ("py:exc", (r"(ValueError|TypeError|KeyError|RuntimeError|OSError|ImportError|SystemExit|KeyboardInterrupt"
                 r"|AssertionError|AttributeError|FileNotFoundError|NotImplementedError|BaseException|Exception)")),
 ]
-
-# Docstrings of files being rewritten (the new package layout) that name a target no page
-# documents; each entry goes once its docstring names the target in full.
-nitpick_ignore = [
-    ("py:attr", "path"),  # checkpoint/manager.py: CheckpointManager.path, an instance attribute
-    ("py:meth", "restore_random_streams"),  # checkpoint/manager.py: CheckpointManager.restore_random_streams
-    ("py:func", "get_model_state_dict"),  # checkpoint/sharded.py: torch.distributed.checkpoint.state_dict's
-    ("py:meth", "watching"),  # engine/preemption.py: Preemption.watching (the class summary on the module page)
-    ("py:class", "LoopOptions"),  # parallel/__init__.py: basetrainer.engine.options.LoopOptions
-    ("py:func", "select_strategy"),  # parallel/base.py: basetrainer.parallel.select_strategy
-    ("py:meth", "check_optimizer"),  # parallel/fsdp.py: FSDPStrategy.check_optimizer
-    ("py:meth", "prepare_for_optimizer"),  # parallel/fsdp.py: Strategy.prepare_for_optimizer
-    ("py:meth", "evaluation_padding"),  # parallel/fsdp.py: Strategy.evaluation_padding
-]

@@ -5,7 +5,7 @@ optimizer through the parallel strategy, and named parts each adding its entries
 checkpoint (see :mod:`.parts`; the engine adds its run state and data layout). The manager
 owns the rest:
 
-- where the training state goes: :attr:`path` (set by a checkpoint callback; a stop signal
+- where the training state goes: ``path`` (set by a checkpoint callback; a stop signal
   saves there, and ``resume: auto`` looks there first), and whether the file there already
   holds the run's current position (a stop right after a save writes nothing again);
 - how it is written: one file written atomically by the main process, keeping the file it
@@ -14,7 +14,7 @@ owns the rest:
   asked (:mod:`.sharded`);
 - which checkpoint a run resumes from (:mod:`.discovery`), and loading it into every part;
 - every rank's random streams, which a resumed run gets back when the loop is ready for them
-  (:meth:`restore_random_streams`);
+  (:meth:`~basetrainer.checkpoint.manager.CheckpointManager.restore_random_streams`);
 - the weights to export (the model's, or a provider's such as an EMA's average).
 """
 import os
@@ -30,7 +30,7 @@ class CheckpointManager:
     """Saves and resumes one run's training state.
 
     ``resume``: None (start afresh), a path, or "auto"; ``work_dir``: where ``resume: auto`` looks
-    besides :attr:`path`; ``sharded``: write DCP directories of per-rank shards instead of one
+    besides ``path``; ``sharded``: write DCP directories of per-rank shards instead of one
     file; ``asynchronous``: write them in the background while training goes on.
     """
 
@@ -68,7 +68,7 @@ class CheckpointManager:
         return saved
 
     def save(self, path=None) -> str:
-        """Writes the training state to ``path`` (default :attr:`path`); every rank calls it. Returns what
+        """Writes the training state to ``path`` (default ``path``); every rank calls it. Returns what
         was written: the file, or the sharded directory."""
         path = path or self.path
         if path == self.path:
@@ -84,7 +84,7 @@ class CheckpointManager:
         return path
 
     def save_for_stop(self) -> str:
-        """Saves at :attr:`path` unless it holds this position already; says what it did, for the log."""
+        """Saves at ``path`` unless it holds this position already; says what it did, for the log."""
         if not self.path:
             return "no ModelCheckpoint callback, nothing saved"
         if self.saved_position == self.position():

@@ -92,7 +92,7 @@ class TrainerHooks:
 
     def build_model_parallel(self, model, device_ids=None, distributed=True, **kwargs):
         """Moves the model to this process's device and wraps it as the parallel strategy needs
-        (DDP or FSDP as ``strategy`` says, DataParallel or nothing; see :func:`select_strategy`).
+        (DDP or FSDP as ``strategy`` says, DataParallel or nothing; see :func:`~basetrainer.parallel.select_strategy`).
         ``kwargs`` may override ``sync_bn``, ``find_unused_parameters`` and ``broadcast_buffers``;
         ``distributed`` is kept for old scripts: several processes always mean DDP or FSDP."""
         self.strategy = select_strategy(self.options, self.device, device_ids, **kwargs)

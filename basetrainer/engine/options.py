@@ -1,4 +1,4 @@
-"""The trainer's own config keys, read and checked in one place: :class:`LoopOptions`.
+"""The trainer's own config keys, read and checked in one place: :class:`~basetrainer.engine.options.LoopOptions`.
 
 What each key accepts and its default are declared once, in :mod:`basetrainer.engine.settings`.
 """

@@ -32,7 +32,7 @@ __all__ = ["Strategy", "DataParallelStrategy", "DDPStrategy", "FSDPStrategy", "s
 
 
 def select_strategy(options, device, device_ids=None, **overrides) -> Strategy:
-    """The strategy for this process: ``options`` is the trainer's :class:`LoopOptions`;
+    """The strategy for this process: ``options`` is the trainer's :class:`~basetrainer.engine.options.LoopOptions`;
     ``device_ids`` the GPUs asked for (default ``options.gpu_id``); ``overrides`` replace
     the DDP options (``sync_bn``, ``find_unused_parameters``, ``broadcast_buffers``; FSDP takes
     the first and the last). One process with ``strategy: fsdp`` trains unsharded, and reads and
