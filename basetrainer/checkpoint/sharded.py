@@ -7,8 +7,9 @@ Where ``last.pth`` would be written, ``last/`` is::
     model/.last.<step>-<id>/.metadata    DCP's index (written last), then one file per rank:
                             __0_0.distcp, __1_0.distcp, ...
 
-It holds ``model`` (:func:`torch.distributed.checkpoint.state_dict.get_model_state_dict`: each rank's shards under FSDP, keys free of
-``module.``, ``_orig_mod.`` and ``_checkpoint_wrapped_module.``), ``optimizer`` (likewise),
+It holds ``model`` (:func:`torch.distributed.checkpoint.state_dict.get_model_state_dict`: each
+rank's shards under FSDP, keys free of ``module.``, ``_orig_mod.`` and
+``_checkpoint_wrapped_module.``), ``optimizer`` (likewise),
 ``loop`` (rank 0's training state less the weights, as in ``last.pth``: counters, callbacks,
 scaler, every rank's RNG states, config; serialized and read back with ``weights_only=True``)
 and ``rank<r>`` (what differs per rank and would otherwise collapse to one rank's copy: the

@@ -39,7 +39,8 @@ logger = get_logger()
 
 class Preemption:
     """Stops one run cleanly when a stop signal came; stop signals are recorded from its construction on,
-    until the run's scope (:meth:`~basetrainer.engine.preemption.Preemption.watching`) ends or the object is collected, whichever comes first."""
+    until the run's scope (:meth:`~basetrainer.engine.preemption.Preemption.watching`) ends or the object is
+    collected, whichever comes first."""
 
     def __init__(self, world_size: int, check_every: int, requeue: bool = True, device=torch.device("cpu")):
         self.world_size = world_size

@@ -22,8 +22,8 @@ def optimizer_name(optim_type: str) -> str:
 
 
 def get_optimizer(model, *args, **kwargs) -> torch.optim.Optimizer:
-    """Builds ``torch.optim.<optim_type>`` for a model or explicit param groups: see :func:`~basetrainer.optimizer.build_optimizer.create_optimizer`
-    for the keywords.
+    """Builds ``torch.optim.<optim_type>`` for a model or explicit param groups: see
+    :func:`~basetrainer.optimizer.build_optimizer.create_optimizer` for the keywords.
 
     Positional arguments after ``model`` are read as ``(optim_type, lr, momentum, weight_decay)``,
     or in the earlier library's orders, told apart by their types: ``(parameters, optim_type, lr,
@@ -58,8 +58,8 @@ def create_optimizer(
 
     ``model`` is an ``nn.Module``, an iterable of tensors, or a list of param-group dicts
     (a group's own ``lr``/``weight_decay`` win over the arguments here). Names are
-    case-insensitive. ``weight_decay`` is 0 unless given, for AdamW too. ``momentum`` applies to SGD and RMSprop, ``betas`` to Adam and
-    AdamW, ``eps`` to all but SGD. ``exclude_bias_norm_from_decay`` (old name:
+    case-insensitive. ``weight_decay`` is 0 unless given, for AdamW too. ``momentum`` applies to SGD and
+    RMSprop, ``betas`` to Adam and AdamW, ``eps`` to all but SGD. ``exclude_bias_norm_from_decay`` (old name:
     ``split_params``) gives every 1-D parameter (biases, norm-layer weights, also e.g.
     ConvNeXt's layer scale) ``weight_decay=0``. ``parameters`` are extra tensors trained
     with the model (old API). Other ``options`` go to the torch optimizer (e.g. ``fused``).

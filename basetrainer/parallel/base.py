@@ -9,7 +9,8 @@ from .activation_checkpointing import checkpoint_activations
 
 
 class Strategy:
-    """How the model is spread over devices: one object per kind, chosen in :func:`~basetrainer.parallel.select_strategy`.
+    """How the model is spread over devices: one object per kind, chosen in
+    :func:`~basetrainer.parallel.select_strategy`.
 
     The loop and the checkpoints go through these methods only, never through ``isinstance``
     tests on the model, so a new kind of parallelism is one more subclass.

@@ -10,12 +10,14 @@ What differs from DDP, and how it is handled here:
 
 - ``no_sync`` does not exist: accumulation uses ``set_requires_gradient_sync(False)``;
 - ``clip_grad_norm_`` returns a DTensor: the global norm is its ``full_tensor()``;
-- an optimizer must hold the sharded parameters themselves (:meth:`~basetrainer.parallel.fsdp.FSDPStrategy.check_optimizer`),
-  and a forward before it is built leaves the root unsharded (:meth:`~basetrainer.parallel.base.Strategy.prepare_for_optimizer`);
+- an optimizer must hold the sharded parameters themselves
+  (:meth:`~basetrainer.parallel.fsdp.FSDPStrategy.check_optimizer`), and a forward before it is
+  built leaves the root unsharded (:meth:`~basetrainer.parallel.base.Strategy.prepare_for_optimizer`);
 - BatchNorm statistics are per rank: after every training forward rank 0's are broadcast,
   so all ranks hold the same (or, with ``sync_bn`` on CUDA, SyncBatchNorm);
 - every forward all-gathers: a rank with one evaluation batch fewer runs one more forward
-  (:meth:`~basetrainer.parallel.base.Strategy.evaluation_padding`) so that no rank waits for a collective that never comes;
+  (:meth:`~basetrainer.parallel.base.Strategy.evaluation_padding`) so that no rank waits for a
+  collective that never comes;
 - checkpoints are sharded directories (:mod:`basetrainer.checkpoint.sharded`).
 """
 import contextlib
