@@ -46,7 +46,15 @@ class PowerSGD:
         names = tuple(self._names[id(p)] for p in bucket.parameters())
         if self.layout.get(bucket.index()) != names:
             self._lay_out(bucket.index(), names, bucket.buffer())
-        return powerSGD_hook(state, bucket)
+        future = powerSGD_hook(state, bucket)
+        if bucket.buffer().device.type == "cpu":
+            # gloo completes a collective's future on a thread of its own, and powerSGD_hook issues the
+            # bucket's next all-reduces (Ps, then Qs) from there: the next bucket's first all-reduce could go
+            # out before them on one rank and after them on another, a collective mismatch ("Received data
+            # size doesn't match expected size"). Waiting keeps every rank's all-reduces in one order.
+            # (CUDA futures complete when the work is queued, so the chain is issued in order at once.)
+            future.wait()
+        return future
 
     def _lay_out(self, index: int, names: tuple, buffer: torch.Tensor) -> None:
         """Gives bucket ``index``, now holding ``names``, its state: taken back per parameter from the
