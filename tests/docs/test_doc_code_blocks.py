@@ -34,8 +34,8 @@ def declared_extras_and_requirements():
     return extras, requirements
 
 
-def hpo_example():
-    spec = importlib.util.spec_from_file_location("hpo_example", EXAMPLES / "hpo.py")
+def example_module(name):
+    spec = importlib.util.spec_from_file_location(f"{name}_example", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -63,8 +63,12 @@ def check_basetrainer(argv):
 
 
 def check_hpo(argv):
-    _, task_argv = hpo_example().get_parser().parse_known_args(argv)
+    _, task_argv = example_module("hpo").get_parser().parse_known_args(argv)
     parse_config(task_argv)
+
+
+def check_language_model(argv):
+    example_module("language_model").read_config(argv)  # no exception: every flag and key=value exists
 
 
 def check_own_task(argv):
@@ -98,6 +102,7 @@ def checker(words):
             checker(words[1:])
     programs = {("pip", "install"): check_pip, ("python", "examples/example.py"): check_example,
                 ("python", "examples/hpo.py"): check_hpo, ("python", "my_task.py"): check_own_task,
+                ("python", "examples/language_model.py"): check_language_model,
                 ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard}
     if words[:3] == ["python", "-m", "pytest"]:
         return check_pytest, words[3:]

@@ -1,0 +1,45 @@
+"""examples/language_model.py, the engine's first task that is not image classification: a GPT-style
+model on the bytes of Python's own sources learns (its test loss falls well below a uniform guess's
+ln 256), logs tokens per second and perplexity, and trains the same way in two processes under DDP
+and FSDP."""
+import csv
+import math
+import re
+
+import pytest
+
+from support import EXAMPLES
+from support.processes import run_python
+
+SMALL = ["seq_len=64", "batch_size=16", "dim=64", "heads=4", "layers=2", "lr=3e-3", "log_freq=10"]
+
+
+def train(folder, *arguments, steps=60):
+    result = run_python([str(EXAMPLES / "language_model.py"), f"max_iters={steps}", f"eval_every_n_iters={steps // 2}",
+                         "work_dir=work", *SMALL, *arguments], cwd=folder, timeout=300,
+                        env={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr + result.stdout
+
+
+def test_the_language_model_learns_and_logs_tokens_per_second_and_perplexity(tmp_path):
+    log = train(tmp_path)
+    evaluations = re.findall(r"step (\d+): (\d+) tokens/s \(all processes\), test loss ([\d.]+), perplexity ([\d.]+)",
+                             log)
+    assert [int(step) for step, *_ in evaluations] == [30, 60]
+    losses = [float(loss) for _, _, loss, _ in evaluations]
+    assert losses[1] < losses[0] < math.log(256)  # below a uniform guess over the 256 bytes, and falling
+    assert all(int(tokens) > 0 for _, tokens, _, _ in evaluations)
+    assert math.isclose(float(evaluations[-1][3]), math.exp(losses[-1]), rel_tol=1e-3)
+    with open(tmp_path / "work" / "log" / "history.csv") as history:
+        assert float(list(csv.DictReader(history))[-1]["test_loss"]) == pytest.approx(losses[-1], abs=1e-4)
+    assert (tmp_path / "work" / "model" / "last.pth").is_file()
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_the_language_model_trains_in_two_processes(strategy, tmp_path):
+    log = train(tmp_path, "--distributed", "--gpu_id", "0", "1", f"strategy={strategy}", steps=40)
+    losses = [float(loss) for loss in re.findall(r"test loss ([\d.]+), perplexity", log)]
+    assert len(losses) == 2 and losses[1] < losses[0] < math.log(256)
+    if strategy == "fsdp":
+        assert "fsdp: 2 unit(s) of Block" in log
