@@ -16,7 +16,7 @@ LOCAL_SGD = Fields(period=(Integer(minimum=0), 0), warmup_steps=(Integer(minimum
 POWERSGD = Fields(rank=(Integer(minimum=1), 1), start_step=(Integer(minimum=2), 10))
 CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
-#: Every config key the loop reads (a task adds its own: ``LOOP_SETTINGS + Schema([...])``).
+#: Every config key the loop reads. A task adds its own keys with ``LOOP_SETTINGS + Schema([...])``.
 LOOP_SETTINGS = Schema([
     # ---------------------------------------------------------------- how long
     Setting("num_epochs", Integer(minimum=1), 1, "training epochs", unit="epochs", group="optimisation", flag={}),
