@@ -9,6 +9,8 @@ each next byte. The log shows the loss, the test loss and its perplexity, and to
     python examples/language_model.py max_iters=300 lr=3e-3             # any key below as key=value
     python examples/language_model.py --distributed --gpu_id 0 1        # DDP over 2 processes
     python examples/language_model.py --distributed --gpu_id 0 1 strategy=fsdp   # each block an FSDP unit
+    python examples/language_model.py --distributed --gpu_id 0 1 2 3 parallel.mesh.tp=2 parallel.mesh.dp_shard=2
+                                                        # tensor parallel x FSDP on a 2 x 2 mesh (the model's plan)
 
 Without CUDA, ``--distributed`` starts that many CPU processes (gloo).
 """
@@ -30,9 +32,10 @@ from basetrainer.config import add_override_arguments, parser_config
 from basetrainer.config.kinds import Boolean, Integer, Number, Text
 from basetrainer.config.overrides import overrides_first
 from basetrainer.config.schema import Schema, Setting
+from basetrainer.distributed.comm import get_data_parallel_world_size
 from basetrainer.engine.events import Callback
 from basetrainer.engine.settings import LOOP_SETTINGS
-from basetrainer.errors import BaseTrainerError, exit_with
+from basetrainer.errors import BaseTrainerError, ConfigError, exit_with
 from basetrainer.utils.log import get_logger, set_logger
 
 # Modules of the standard library whose source is the corpus (about 470 KB on Python 3.11).
@@ -80,19 +83,21 @@ def corpus() -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    """Causal multi-head self-attention."""
+    """Causal multi-head self-attention. Its projections are separate Linears and its head count is read off
+    their outputs, so under tensor parallelism each process computes its own heads (``TENSOR_PARALLEL_PLAN``)."""
 
     def __init__(self, dim: int, heads: int, dropout: float):
         super().__init__()
-        self.heads, self.dropout = heads, dropout
-        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.head_dim, self.dropout = dim // heads, dropout
+        self.query, self.key, self.value = (nn.Linear(dim, dim, bias=False) for _ in range(3))
         self.out = nn.Linear(dim, dim, bias=False)
 
     def forward(self, x):
-        batch, length, dim = x.shape
-        q, k, v = (t.view(batch, length, self.heads, -1).transpose(1, 2) for t in self.qkv(x).split(dim, dim=2))
+        batch, length, _ = x.shape
+        q, k, v = (projection(x).view(batch, length, -1, self.head_dim).transpose(1, 2)
+                   for projection in (self.query, self.key, self.value))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
-        return self.out(y.transpose(1, 2).reshape(batch, length, dim))
+        return self.out(y.transpose(1, 2).reshape(batch, length, -1))
 
 
 class Block(nn.Module):
@@ -120,6 +125,18 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(dim, heads, dropout) for _ in range(layers))
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab, bias=False)
 
+    def tensor_parallel_plan(self, tp_size: int) -> dict:
+        """How the blocks split under ``parallel.mesh.tp`` (basetrainer.parallel.tensor_parallel): each process
+        computes ``heads / tp`` attention heads and a ``1 / tp`` slice of the MLP's hidden layer, one all-reduce
+        after each; embeddings, norms and the head stay whole."""
+        heads = self.blocks[0].attention.out.in_features // self.blocks[0].attention.head_dim
+        if heads % tp_size:
+            raise ConfigError(f"heads ({heads}) must be a multiple of parallel.mesh.tp ({tp_size}): each "
+                              f"process computes whole heads; change heads or tp")
+        return {"blocks.*.attention.query": "colwise", "blocks.*.attention.key": "colwise",
+                "blocks.*.attention.value": "colwise", "blocks.*.attention.out": "rowwise",
+                "blocks.*.mlp.0": "colwise", "blocks.*.mlp.2": "rowwise"}
+
     def forward(self, tokens):
         x = self.tokens(tokens) + self.positions(torch.arange(tokens.shape[1], device=tokens.device))
         for block in self.blocks:
@@ -146,7 +163,8 @@ class TokensPerSecond(Callback):
         state, logs = self.trainer.state, logs or {}
         started, samples = self.since
         now = time.perf_counter()
-        tokens_per_s = (state.samples_seen - samples) * self.seq_len * self.trainer.world_size / (now - started)
+        processes = get_data_parallel_world_size()  # those that see different batches (tensor parallel: fewer)
+        tokens_per_s = (state.samples_seen - samples) * self.seq_len * processes / (now - started)
         test_loss = logs.get("test", {}).get("loss")
         if self.trainer.is_main_process and test_loss is not None:
             get_logger().info("step %d: %.0f tokens/s (all processes), test loss %.4f, perplexity %.2f",

@@ -271,6 +271,33 @@ class Fields(Kind):
         return f"{'mappings' if plural else 'a mapping'} of {fields}"
 
 
+class MappingOf(Kind):
+    """A mapping of any number of entries, each key of ``key``'s kind and each value of ``value``'s."""
+
+    def __init__(self, key: Kind, value: Kind):
+        self.key, self.value = key, value
+
+    def check(self, value):
+        if not isinstance(value, dict):
+            raise Invalid()
+        checked = {}
+        for key, item in value.items():
+            try:
+                key = self.key.check(key)
+            except Invalid as error:
+                raise Invalid(f"key {shown(key)} is not {self.key.describe()}" + (
+                    f": {error.detail}" if error.detail else "")) from None
+            try:
+                checked[key] = self.value.check(item)
+            except Invalid as error:
+                raise Invalid(f"{key} is {shown(item)}, not {self.value.describe()}" + (
+                    f": {error.detail}" if error.detail else "")) from None
+        return checked
+
+    def describe(self, plural=False):
+        return f"{'mappings' if plural else 'a mapping'} of {self.key.describe(True)} to {self.value.describe(True)}"
+
+
 class OneOf(Kind):
     """The first of ``kinds`` that takes the value."""
 

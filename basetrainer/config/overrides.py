@@ -56,11 +56,14 @@ def parse_override(text):
 
 
 def set_dotted(cfg, key, value):
-    """``cfg[a][b] = value`` for ``key`` ``"a.b"``, creating missing levels."""
+    """``cfg[a][b] = value`` for ``key`` ``"a.b"``, creating missing levels (and levels that are null: a mapping
+    whose default is none, as ``parallel.mesh``)."""
     *parents, leaf = key.split(".")
     node = cfg
     for depth, name in enumerate(parents):
-        child = node.setdefault(name, Config())
+        if node.get(name) is None:
+            node[name] = Config()
+        child = node[name]
         if not isinstance(child, Mapping):
             prefix = ".".join(parents[: depth + 1])
             raise ConfigError(

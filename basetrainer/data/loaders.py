@@ -1,4 +1,4 @@
-"""Data loaders sharded by global rank, and what the loop asks of a loader: its length, its samples, a resumed epoch."""
+"""Data loaders sharded by data-parallel rank (the global rank without a device mesh), and what the loop asks of a loader: its length, its samples, a resumed epoch."""
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, SequentialSampler
 
@@ -24,7 +24,8 @@ def build_dataloader(
     stream: bool = False,
     **kwargs,
 ) -> DataLoader:
-    """A DataLoader for ``phase`` ("train", or "test"/"val"), sharded by global rank when several processes run.
+    """A DataLoader for ``phase`` ("train", or "test"/"val"), sharded by data-parallel rank when several processes run
+    (the global rank; under a device mesh, processes of one tensor-parallel group get the same batches).
 
     Training loaders use :class:`TrainSampler` (shuffled by ``seed`` and epoch, resumable),
     or with ``stream`` a :class:`StreamSampler` (endless, for ``max_iters``); evaluation
@@ -38,11 +39,11 @@ def build_dataloader(
     train = phase == "train"
     drop_last = train if drop_last is None else drop_last
     pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
-    world_size = comm.get_world_size() if distributed else 1
+    world_size = comm.get_data_parallel_world_size() if distributed else 1
     generator = None
     if train:
         kind = StreamSampler if stream else TrainSampler
-        sampler = kind(dataset, num_replicas=world_size, rank=comm.get_rank() if distributed else 0, shuffle=shuffle,
+        sampler = kind(dataset, num_replicas=world_size, rank=comm.get_data_parallel_rank() if distributed else 0, shuffle=shuffle,
                        seed=seed)
         generator = sampler.worker_generator
     elif world_size > 1:
@@ -74,7 +75,7 @@ def build_dataloader(
 
 def is_sharded(loader) -> bool:
     """Whether each rank sees a different part of the data (so metrics must be summed over ranks)."""
-    if loader is None or comm.get_world_size() == 1:
+    if loader is None or comm.get_data_parallel_world_size() == 1:
         return False
     sampler = find_sampler(loader)
     return isinstance(sampler, (DistributedSampler, EvalSampler)) and getattr(sampler, "num_replicas", 1) > 1

@@ -1,4 +1,7 @@
-"""Samplers whose order is a function of (seed, epoch, rank), so that runs shard over processes and resume exactly."""
+"""Samplers whose order is a function of (seed, epoch, rank), so that runs shard over processes and resume exactly.
+
+The rank is the data-parallel rank (:func:`~basetrainer.distributed.comm.get_data_parallel_rank`): the global rank,
+or under a device mesh the place among the processes that see different data."""
 import math
 
 import torch
@@ -17,8 +20,8 @@ class TrainSampler(DistributedSampler):
     """
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
-        num_replicas = comm.get_world_size() if num_replicas is None else num_replicas
-        rank = comm.get_rank() if rank is None else rank
+        num_replicas = comm.get_data_parallel_world_size() if num_replicas is None else num_replicas
+        rank = comm.get_data_parallel_rank() if rank is None else rank
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
         self.worker_generator = torch.Generator()
         self._skip = 0
@@ -66,8 +69,8 @@ class StreamSampler(Sampler):
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0):
         self.dataset_len = len(dataset)
-        self.num_replicas = comm.get_world_size() if num_replicas is None else num_replicas
-        self.rank = comm.get_rank() if rank is None else rank
+        self.num_replicas = comm.get_data_parallel_world_size() if num_replicas is None else num_replicas
+        self.rank = comm.get_data_parallel_rank() if rank is None else rank
         self.shuffle, self.seed = shuffle, seed
         self.per_rank = math.ceil(self.dataset_len / self.num_replicas)  # padded, as DistributedSampler pads
         self.worker_generator = torch.Generator().manual_seed(_mix(seed, 0, self.rank))
@@ -106,8 +109,8 @@ class EvalSampler(Sampler):
 
     def __init__(self, dataset, num_replicas=None, rank=None):
         self.dataset_len = len(dataset)
-        self.num_replicas = comm.get_world_size() if num_replicas is None else num_replicas
-        self.rank = comm.get_rank() if rank is None else rank
+        self.num_replicas = comm.get_data_parallel_world_size() if num_replicas is None else num_replicas
+        self.rank = comm.get_data_parallel_rank() if rank is None else rank
 
     def __iter__(self):
         return iter(range(self.rank, self.dataset_len, self.num_replicas))

@@ -12,6 +12,7 @@ from ..errors import ConfigError, LaunchError
 from ..utils.log import get_logger
 
 _LOCAL_RANK = None
+_DATA_PARALLEL = None  # (rank, size, group) where a device mesh makes the data-parallel group smaller than the world
 
 
 def is_distributed() -> bool:
@@ -38,6 +39,29 @@ def get_local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", 0)) if is_distributed() else 0
 
 
+def set_data_parallel(rank: int, size: int, group) -> None:
+    """Records the processes that see different data (a device mesh's data-parallel dimensions, see
+    :mod:`basetrainer.parallel.mesh`): ``rank`` and ``size`` within them, and their process group. Processes of one
+    tensor-parallel group see the same batches, so loaders shard and metrics sum over this group only.
+    ``set_data_parallel(None, None, None)``: every process is its own data-parallel rank (the default)."""
+    global _DATA_PARALLEL
+    _DATA_PARALLEL = None if group is None else (rank, size, group)
+
+
+def get_data_parallel_rank() -> int:
+    """This process's place among the processes that see different data (its global rank without a mesh)."""
+    return _DATA_PARALLEL[0] if _DATA_PARALLEL and is_distributed() else get_rank()
+
+
+def get_data_parallel_world_size() -> int:
+    """How many processes see different data: the world size, or a mesh's data-parallel size."""
+    return _DATA_PARALLEL[1] if _DATA_PARALLEL and is_distributed() else get_world_size()
+
+
+def _data_group():
+    return _DATA_PARALLEL[2] if _DATA_PARALLEL and is_distributed() else None
+
+
 def is_main_process() -> bool:
     return get_rank() == 0
 
@@ -51,13 +75,15 @@ def synchronize() -> None:
             dist.barrier()
 
 
-def all_gather(obj):
-    """Gathers a picklable object from every rank; returns the list, in rank order."""
-    world_size = get_world_size()
-    if world_size == 1:
+def all_gather(obj, data_parallel: bool = False):
+    """Gathers a picklable object from every rank; returns the list, in rank order. ``data_parallel``: from the
+    data-parallel group only (one copy per different shard of the data, see :func:`set_data_parallel`)."""
+    group = _data_group() if data_parallel else None
+    size = get_data_parallel_world_size() if data_parallel else get_world_size()
+    if size == 1:
         return [obj]
-    output = [None] * world_size
-    dist.all_gather_object(output, obj)
+    output = [None] * size
+    dist.all_gather_object(output, obj, group=group)
     return output
 
 
@@ -82,20 +108,22 @@ def broadcast_object(obj, src: int = 0):
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """Sums ``tensor`` in place across ranks and returns it (on whatever device it is)."""
-    if get_world_size() > 1:
-        _all_reduce(tensor, dist.ReduceOp.SUM)
+    """Sums ``tensor`` in place across the ranks that see different data (every rank, without a device mesh; see
+    :func:`set_data_parallel`) and returns it (on whatever device it is). For counts and sums of metrics."""
+    if get_data_parallel_world_size() > 1:
+        _all_reduce(tensor, dist.ReduceOp.SUM, _data_group())
     return tensor
 
 
 def sum_over_ranks(*values) -> list:
-    """The sums across ranks of ``values`` (numbers and 0-d tensors, on one device), as floats.
+    """The sums across ranks (those that see different data, as :func:`all_reduce_sum`) of ``values`` (numbers and
+    0-d tensors, on one device), as floats.
 
     Every rank must call it with as many values. Distributed: one all-reduce and one host
     sync. A single process reads the tensors and builds nothing, so a log line or a
     progress-bar refresh costs no extra tensor ops.
     """
-    if get_world_size() == 1:
+    if get_data_parallel_world_size() == 1:
         return [float(value) for value in values]
     device = next((value.device for value in values if isinstance(value, torch.Tensor)), torch.device("cpu"))
     stacked = torch.stack([value.to(torch.float64) if isinstance(value, torch.Tensor)
@@ -110,14 +138,14 @@ def all_reduce_max(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def _all_reduce(tensor, op):
+def _all_reduce(tensor, op, group=None):
     # NCCL reduces CUDA tensors only, gloo CPU ones (here): move there and back when needed.
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
     if tensor.device == device:
-        dist.all_reduce(tensor, op=op)
+        dist.all_reduce(tensor, op=op, group=group)
     else:
         moved = tensor.to(device)
-        dist.all_reduce(moved, op=op)
+        dist.all_reduce(moved, op=op, group=group)
         tensor.copy_(moved)
 
 

@@ -1,7 +1,8 @@
 """Elastic resume: a run continued on another number of processes keeps its global batch and its samples.
 
-A checkpoint records the layout it was written with (processes, per-process batch,
-accumulation). Resumed on another number of processes, the run keeps the global batch
+A checkpoint records the layout it was written with (data-parallel processes, per-process
+batch, accumulation; under a device mesh the processes of one tensor-parallel group count
+once). Resumed on another number of processes, the run keeps the global batch
 (processes x batch x accumulation): first by changing the accumulation (2 -> 1 process:
 twice as many batches per step), else by changing the per-process batch (1 -> 2 processes
 without accumulation: half the batch each). The interrupted epoch goes on where all ranks
@@ -20,7 +21,8 @@ class DataLayout:
 
     ``loader`` is the training loader (its per-process batch may change), ``state`` the run
     state (its accumulation, batches per epoch and start batch may change; loaded before
-    this part), ``world_size`` this run's number of processes.
+    this part), ``world_size`` this run's number of data-parallel processes (those that see different batches:
+    every process, or under a device mesh its data-parallel size; the checkpoint's ``world_size`` means the same).
     """
 
     def __init__(self, loader, state, world_size: int):

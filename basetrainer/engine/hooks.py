@@ -95,6 +95,17 @@ class TrainerHooks:
         (DDP or FSDP as ``strategy`` says, DataParallel or nothing; see :func:`~basetrainer.parallel.select_strategy`).
         ``kwargs`` may override ``sync_bn``, ``find_unused_parameters`` and ``broadcast_buffers``;
         ``distributed`` is kept for old scripts: several processes always mean DDP or FSDP."""
-        self.strategy = select_strategy(self.options, self.device, device_ids, **kwargs)
+        self.strategy = select_strategy(self.options, self.device, device_ids, mesh=self.mesh,
+                                        plan=lambda model: self.build_parallel_plan(model, self.options.mesh.tp),
+                                        **kwargs)
         return self.strategy.wrap(model)
+
+    def build_parallel_plan(self, model, tp_size: int):
+        """The tensor-parallel plan for ``model`` under ``parallel.mesh`` with ``tp`` > 1: ``{module-name pattern:
+        style}`` (see :mod:`basetrainer.parallel.tensor_parallel`). By default the config's
+        ``parallel.tensor_parallel.plan``, else the model's own ``tensor_parallel_plan(tp_size)``, else None."""
+        if self.options.tensor_parallel_plan:
+            return self.options.tensor_parallel_plan
+        own = getattr(model, "tensor_parallel_plan", None)
+        return own(tp_size) if callable(own) else None
 

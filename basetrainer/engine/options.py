@@ -10,6 +10,7 @@ import torch
 from ..distributed import comm
 from ..errors import ConfigError
 from ..parallel.communication import Communication
+from ..parallel.mesh import MeshShape
 from .settings import LOOP_SETTINGS
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -47,7 +48,8 @@ class LoopOptions:
     Every field is read from the config key of its name (:mod:`basetrainer.engine.settings` declares what each
     accepts, its default and unit); ``profile`` is read into ``profile_steps``; ``local_sgd``,
     ``grad_compression`` and ``powersgd`` into ``communication``, what DDP's replicas send
-    (:mod:`basetrainer.parallel.communication`).
+    (:mod:`basetrainer.parallel.communication`); ``parallel`` into ``mesh`` (a
+    :class:`~basetrainer.parallel.mesh.MeshShape`, or None) and ``tensor_parallel_plan``.
     """
 
     num_epochs: int
@@ -74,6 +76,8 @@ class LoopOptions:
     activation_checkpointing: tuple
     async_checkpoint: bool
     communication: Communication
+    mesh: Optional[MeshShape]
+    tensor_parallel_plan: Optional[dict]
     resume: Optional[str]
     work_dir: Optional[str]
     profile_steps: Optional[tuple]
@@ -81,6 +85,12 @@ class LoopOptions:
     watchdog_timeout: float
     watchdog_factor: float
     deterministic: object
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the model and the optimizer state are sharded over processes (FSDP, or a device mesh), so that
+        checkpoints are directories of shards."""
+        return self.strategy == "fsdp" or self.mesh is not None
 
     @classmethod
     def from_config(cls, cfg, device: Optional[torch.device] = None) -> "LoopOptions":
@@ -97,6 +107,8 @@ class LoopOptions:
         profile = values.pop("profile")
         communication = _communication(values.pop("local_sgd"), values.pop("grad_compression"),
                                        values.pop("powersgd"), values["strategy"], _amp_dtype(values["amp"], device))
+        parallel = values.pop("parallel")
+        mesh = _mesh(parallel, communication)
         return cls(**{
             **values,
             "amp": _amp_dtype(values["amp"], device),
@@ -108,6 +120,8 @@ class LoopOptions:
             "watchdog_factor": float(values["watchdog_factor"]),
             "clip_grad_norm": float(values["clip_grad_norm"]),
             "communication": communication,
+            "mesh": mesh,
+            "tensor_parallel_plan": parallel["tensor_parallel"]["plan"],
         })
 
 
@@ -132,6 +146,24 @@ def _communication(local_sgd: dict, compression: str, powersgd: dict, strategy: 
         raise ConfigError("local_sgd with amp: fp16: each replica's gradient scaler would skip steps on its own and "
                           "the replicas would stop averaging together; use amp: bf16 or none")
     return communication
+
+
+def _mesh(parallel: dict, communication: Communication) -> Optional[MeshShape]:
+    """The device mesh ``parallel.mesh`` asks for on this run's processes (:mod:`basetrainer.parallel.mesh`), or None;
+    what cannot go with a mesh is refused here."""
+    sizes, plan = parallel["mesh"], parallel["tensor_parallel"]["plan"]
+    if sizes is None:
+        if plan:
+            raise ConfigError("parallel.tensor_parallel.plan is set and parallel.mesh is not: set parallel.mesh "
+                              "(e.g. {tp: 2, dp_shard: -1}), or remove the plan")
+        return None
+    zero = [name for name, size in sizes.items() if size == 0]
+    if zero:
+        raise ConfigError(f"parallel.mesh: {zero[0]} is 0; a size is at least 1, or -1 to infer it")
+    if communication.enabled:
+        raise ConfigError("local_sgd and grad_compression apply to strategy ddp, and parallel.mesh shards with FSDP: "
+                          "remove parallel.mesh, or set local_sgd.period: 0 and grad_compression: none")
+    return MeshShape.from_sizes(sizes, comm.get_world_size())
 
 
 def _profile_steps(steps, profile) -> Optional[tuple]:

@@ -115,7 +115,7 @@ class ProgressBar(Callback):
         loss_sum, _, batches, samples = state.loss_tally.totals(self.trainer.device)
         loss, count = comm.sum_over_ranks(loss_sum, batches)
         elapsed = max(time.perf_counter() - self._started, 1e-9)
-        speed = (samples - self._samples_before) * comm.get_world_size() / elapsed
+        speed = (samples - self._samples_before) * comm.get_data_parallel_world_size() / elapsed
         fields = {"loss": f"{loss / count:.4g}"} if count else {}
         fields.update(lr=f"{state.lr:.3g}", samples_s=f"{speed:.0f}")
         eta = seconds_left(state, batch, elapsed / max(1, batch + 1 - state.start_batch),

@@ -8,6 +8,7 @@ here; the events that carry them are documented on :class:`~basetrainer.engine.e
 from ..checkpoint import parts
 from ..config import to_plain
 from ..data import loaders as data
+from ..distributed import comm
 from ..utils.seeding import seed_everything
 from . import evaluation
 from .elastic import DataLayout
@@ -72,7 +73,7 @@ class TrainerRequests:
             "scaler": parts.ScalerState(self.scaler),
             "callbacks": parts.CallbackStates(self.callbacks),
             "run": state,
-            "layout": DataLayout(self.train_loader, state, self.world_size),
+            "layout": DataLayout(self.train_loader, state, comm.get_data_parallel_world_size()),
             "config": parts.ConfigRecord(to_plain(self.cfg), self.resume_settings),
             **self.strategy.checkpoint_parts(),
         }, position=state.position, reseed=reseed)

@@ -6,14 +6,20 @@ line, ``configs/config.yaml`` and ``docs/reference/configuration.md`` are made f
 """
 import argparse
 
-from ..config.kinds import Boolean, Choice, Fields, Integer, ListOf, Number, OneOf, Positions, Text
+from ..config.kinds import Boolean, Choice, Fields, Integer, ListOf, MappingOf, Number, OneOf, Positions, Text
 from ..config.schema import Schema, Setting
+from ..parallel.tensor_parallel import STYLES
 
 AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                "bfloat16": "bf16", "float16": "fp16", "half": "fp16", True: "true", False: "none"}
 LOCAL_SGD = Fields(period=(Integer(minimum=0), 0), warmup_steps=(Integer(minimum=0), 0))
 # DDP lays out its gradient buckets anew after its first step: PowerSGD starts at step 2 at the earliest
 POWERSGD = Fields(rank=(Integer(minimum=1), 1), start_step=(Integer(minimum=2), 10))
+MESH_SIZE = Integer(minimum=-1)  # -1: inferred from the number of processes (0 is refused with the product)
+MESH = Fields(dp_replicate=(MESH_SIZE, 1), dp_shard=(MESH_SIZE, 1), tp=(MESH_SIZE, 1))
+TENSOR_PARALLEL = Fields(plan=(MappingOf(Text(non_empty=True, meaning="a module-name pattern"), Choice(*STYLES)),
+                               None))
+PARALLEL = Fields(mesh=(MESH, None), tensor_parallel=(TENSOR_PARALLEL, TENSOR_PARALLEL.defaults()))
 CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
 #: Every config key the loop reads. A task adds its own keys with ``LOOP_SETTINGS + Schema([...])``.
@@ -64,6 +70,11 @@ LOOP_SETTINGS = Schema([
     Setting("strategy", Choice("ddp", "fsdp"), "ddp",
             "with several processes: ddp (whole model in every process) or fsdp (parameters, gradients and "
             "optimizer state sharded)", group="runtime", flag={}),
+    Setting("parallel", PARALLEL, PARALLEL.defaults(),
+            "a device mesh (mesh: dp_replicate, dp_shard, tp; product = processes, one may be -1) for tensor "
+            "parallel within groups and FSDP/HSDP across them, replacing strategy; tensor_parallel.plan maps "
+            "module-name patterns to colwise, rowwise, colwise_gather or sequence_parallel (null: the trainer's "
+            "or the model's plan); see the parallelism guide", group="runtime"),
     Setting("fsdp_shard", CLASS_NAMES, [],
             "fsdp: module classes sharded as units, e.g. [BasicBlock] ([]: the repeated class holding most "
             "parameters)", group="runtime"),

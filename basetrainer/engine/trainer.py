@@ -23,6 +23,7 @@ from ..checkpoint.manager import CheckpointManager
 from ..checkpoint.rng import set_rng_state
 from ..data import loaders as data
 from ..distributed import comm, watchdog
+from ..parallel.mesh import build_mesh
 from ..utils.batch import batch_size, move_to_device, total_loss
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
@@ -63,6 +64,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
         self.is_main_process = comm.is_main_process()
         self.options = options = LoopOptions.from_config(cfg)  # every key checked before anything is made
         self.device = comm.get_device(options.gpu_id)
+        self.mesh = build_mesh(options.mesh, self.device)  # before the loaders, which shard by data-parallel rank
         make_deterministic(options.deterministic)  # before CUDA does any work
         self.seed = options.seed
         seed_everything(self.seed)  # the same on every rank: identical initial weights
@@ -71,12 +73,11 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
         self.state = RunState(max_epochs=options.num_epochs, accumulate_grad_batches=options.accumulate_grad_batches,
                               loss_tally=tally)
         self.strategy = None  # chosen by build_model_parallel, or read off the model build_model returns
-        self.model = self.optimizer = self.criterion = self.scaler = None
-        self.train_loader = self.test_loader = None
+        self.model = self.optimizer = self.criterion = self.scaler = self.train_loader = self.test_loader = None
         self.callbacks = []
         self.num_samples = self.train_num = self.test_num = 0
         self.events = CallbackList([])
-        self.checkpoints = CheckpointManager(options.resume, options.work_dir, sharded=options.strategy == "fsdp",
+        self.checkpoints = CheckpointManager(options.resume, options.work_dir, sharded=options.sharded,
                                              asynchronous=options.async_checkpoint)
         self.preemption = Preemption(self.world_size, options.stop_check_every, options.slurm_requeue, self.device)
         self.watchdog = watchdog.Watchdog(options.watchdog_timeout, options.watchdog_factor, self.rank, self.world_size)

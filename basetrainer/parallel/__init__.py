@@ -2,6 +2,7 @@
 
 ``select_strategy`` is the one place that chooses, from the process layout and the config:
 
+- several processes and ``parallel.mesh``: :class:`MeshStrategy` (tensor parallel, FSDP/HSDP; :mod:`.hybrid`);
 - several processes: :class:`DDPStrategy`, or :class:`FSDPStrategy` with ``strategy: fsdp``;
 - one process and several GPUs in ``gpu_id``: :class:`DataParallelStrategy`;
 - otherwise: :class:`Strategy` (one device, no wrapper).
@@ -26,14 +27,17 @@ from .communication import Communication
 from .data_parallel import DataParallelStrategy
 from .ddp import DDPStrategy
 from .fsdp import FSDPStrategy
+from .hybrid import MeshStrategy
 
-__all__ = ["Strategy", "DataParallelStrategy", "DDPStrategy", "FSDPStrategy", "select_strategy", "strategy_of",
-           "unwrap_model"]
+__all__ = ["Strategy", "DataParallelStrategy", "DDPStrategy", "FSDPStrategy", "MeshStrategy", "select_strategy",
+           "strategy_of", "unwrap_model"]
 
 
-def select_strategy(options, device, device_ids=None, **overrides) -> Strategy:
+def select_strategy(options, device, device_ids=None, mesh=None, plan=None, **overrides) -> Strategy:
     """The strategy for this process: ``options`` is the trainer's :class:`~basetrainer.engine.options.LoopOptions`;
-    ``device_ids`` the GPUs asked for (default ``options.gpu_id``); ``overrides`` replace
+    ``device_ids`` the GPUs asked for (default ``options.gpu_id``); ``mesh`` the built device mesh
+    (:func:`~basetrainer.parallel.mesh.build_mesh`) and ``plan`` what gives its tensor-parallel plan
+    (see :class:`MeshStrategy`); ``overrides`` replace
     the DDP options (``sync_bn``, ``find_unused_parameters``, ``broadcast_buffers``; FSDP takes
     the first and the last). One process with ``strategy: fsdp`` trains unsharded, and reads and
     writes the same sharded checkpoints."""
@@ -43,12 +47,17 @@ def select_strategy(options, device, device_ids=None, **overrides) -> Strategy:
     if options.communication.enabled and comm.get_world_size() == 1:
         raise ConfigError(f"{_named(options.communication)} needs several processes under strategy ddp and this run "
                           f"has one: start it with --distributed (one process per gpu_id), or remove the setting")
-    if comm.get_world_size() > 1 and options.strategy == "fsdp":
+    if mesh is not None and device.type == "cuda" and len(ids) > 1 and comm.get_world_size() == 1:
+        raise ConfigError(f"parallel.mesh needs one process per GPU and this run is one process over gpu_id {ids} "
+                          f"(DataParallel): start it with --distributed, or remove parallel.mesh")
+    if comm.get_world_size() > 1 and (options.strategy == "fsdp" or mesh is not None):
         fsdp = dict(sync_bn=options.sync_bn, broadcast_buffers=options.broadcast_buffers)
         fsdp.update({key: value for key, value in overrides.items() if key in fsdp})
-        return FSDPStrategy(device, shard_classes=options.fsdp_shard, amp=options.amp,
-                            reshard_after_forward=options.fsdp_reshard_after_forward,
-                            cpu_offload=options.fsdp_cpu_offload, **fsdp, **common)
+        fsdp.update(shard_classes=options.fsdp_shard, amp=options.amp, cpu_offload=options.fsdp_cpu_offload,
+                    reshard_after_forward=options.fsdp_reshard_after_forward)
+        if mesh is not None:
+            return MeshStrategy(device, mesh, plan, **fsdp, **common)
+        return FSDPStrategy(device, **fsdp, **common)
     if comm.get_world_size() > 1:
         ddp = dict(sync_bn=options.sync_bn, find_unused_parameters=options.find_unused_parameters,
                    broadcast_buffers=options.broadcast_buffers)

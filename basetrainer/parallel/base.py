@@ -16,8 +16,8 @@ class Strategy:
     tests on the model, so a new kind of parallelism is one more subclass.
 
     :meth:`wrap` applies everything to the model in one order, the same for every kind
-    (torchtitan's): module conversions the kind needs (SyncBatchNorm), activation
-    checkpointing, ``compile`` (in place, so ``state_dict`` keys stay the model's), this
+    (torchtitan's): module conversions the kind needs (SyncBatchNorm), the model-parallel
+    split (tensor parallel: :meth:`split`), activation checkpointing, ``compile`` (in place, so ``state_dict`` keys stay the model's), this
     process's device (channels-last if asked), then the kind's own wrapper or sharding
     (:meth:`distribute`). A kind overrides the steps it does differently.
     """
@@ -34,7 +34,7 @@ class Strategy:
 
     def wrap(self, model: nn.Module) -> nn.Module:
         """``model`` made ready to train: see the class docstring for the order of the steps."""
-        model = checkpoint_activations(self.convert(model), self.activation_checkpointing)
+        model = checkpoint_activations(self.split(self.convert(model)), self.activation_checkpointing)
         if self.compile:
             self.compile_model(model)
         model = model.to(self.device)
@@ -44,6 +44,11 @@ class Strategy:
 
     def convert(self, model: nn.Module) -> nn.Module:
         """Replaces modules the kind needs replaced before anything else (nothing here)."""
+        return model
+
+    def split(self, model: nn.Module) -> nn.Module:
+        """Splits the model over the devices of a model-parallel dimension (tensor parallel), before activation
+        checkpointing and compile wrap its modules (nothing here)."""
         return model
 
     def compile_model(self, model: nn.Module) -> None:

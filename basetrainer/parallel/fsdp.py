@@ -80,8 +80,12 @@ class FSDPStrategy(Strategy):
         for module in self.units(model) or [model]:
             module.compile()
 
+    def shard_mesh(self):
+        """The processes that shard the parameters: all of them, on a 1-D mesh."""
+        return init_device_mesh(self.device.type, (comm.get_world_size(),))
+
     def distribute(self, model: nn.Module) -> nn.Module:
-        options = dict(mesh=init_device_mesh(self.device.type, (comm.get_world_size(),)),
+        options = dict(mesh=self.shard_mesh(),
                        reshard_after_forward=self.reshard_after_forward, offload_policy=self._offload_policy())
         if self.amp is not None:
             options["mp_policy"] = MixedPrecisionPolicy(param_dtype=self.amp, reduce_dtype=torch.float32)
@@ -94,8 +98,7 @@ class FSDPStrategy(Strategy):
         if comm.is_main_process():
             how = "fsdp_shard" if self.shard_classes else "chosen automatically: the repeated modules holding most parameters"
             logger.info("fsdp: %d unit(s) of %s (%s) and the root, sharded over %d processes", len(units),
-                        ", ".join(classes) or "no class", how,
-                        comm.get_world_size())
+                        ", ".join(classes) or "no class", how, options["mesh"].size())
         return model
 
     def units(self, model: nn.Module) -> list:

@@ -1,0 +1,115 @@
+"""The device mesh: how the processes are arranged for hybrid parallelism, from ``parallel.mesh`` in the config.
+
+Three named dimensions, outermost first (torchtitan's names and order)::
+
+    dp_replicate   whole copies of the (sharded) model, gradients all-reduced between them (HSDP's outer dim)
+    dp_shard       FSDP: parameters, gradients and optimizer state sharded over these processes
+    tp             tensor parallel: each layer's matrices split over these processes
+
+The product of the sizes is the number of processes; one size may be -1, inferred from the
+others. Process ``r`` sits at ``(r // (dp_shard * tp), r // tp % dp_shard, r % tp)``: the
+processes of one tensor-parallel group are neighbours (on one machine when the launch puts
+consecutive ranks there, where the traffic of tensor parallelism belongs).
+
+The data-parallel dimensions are ``dp_replicate`` and ``dp_shard`` together: processes that
+differ there see different batches; processes of one tensor-parallel group see the same
+ones. :func:`data_parallel_coordinates` computes this process's data-parallel rank from the
+config alone, so the data loaders (built before the model) shard by it.
+"""
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from ..distributed import comm
+from ..errors import ConfigError
+
+DIMENSIONS = ("dp_replicate", "dp_shard", "tp")
+
+
+@dataclass(frozen=True)
+class MeshShape:
+    """The sizes of the mesh's dimensions (see the module docstring); every size at least 1."""
+
+    dp_replicate: int = 1
+    dp_shard: int = 1
+    tp: int = 1
+
+    @classmethod
+    def from_sizes(cls, sizes: dict, world_size: int) -> "MeshShape":
+        """The shape ``sizes`` asks for on ``world_size`` processes: one size of -1 is inferred; a product that is
+        not the number of processes is a ConfigError naming both."""
+        sizes = {name: sizes.get(name, 1) for name in DIMENSIONS}
+        inferred = [name for name, size in sizes.items() if size == -1]
+        if len(inferred) > 1:
+            raise ConfigError(f"parallel.mesh: {' and '.join(inferred)} are both -1; at most one size is inferred "
+                              f"from the number of processes")
+        known = math.prod(size for size in sizes.values() if size != -1)
+        if inferred:
+            if world_size % known:
+                raise ConfigError(f"parallel.mesh: {world_size} processes do not divide into the other sizes' "
+                                  f"product {known}, so {inferred[0]} cannot be inferred: start a multiple of "
+                                  f"{known} processes, or change the sizes")
+            sizes[inferred[0]] = world_size // known
+        shape = cls(**sizes)
+        if shape.size != world_size:
+            layout = " x ".join(f"{name} {size}" for name, size in sizes.items())
+            raise ConfigError(f"parallel.mesh is {layout} = {shape.size} processes and this run has {world_size}: "
+                              f"start {shape.size} processes, or set one size to -1 to infer it")
+        return shape
+
+    @property
+    def size(self) -> int:
+        return self.dp_replicate * self.dp_shard * self.tp
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Processes that see different batches."""
+        return self.dp_replicate * self.dp_shard
+
+    def describe(self) -> str:
+        return " x ".join(f"{name} {getattr(self, name)}" for name in DIMENSIONS)
+
+
+def data_parallel_coordinates(shape: MeshShape, rank: int) -> tuple:
+    """``(data-parallel rank, tensor-parallel rank)`` of global ``rank`` on ``shape``."""
+    return rank // shape.tp, rank % shape.tp
+
+
+@dataclass
+class Mesh:
+    """The built mesh of this run: ``device_mesh`` (all three dimensions, named) and the sub-meshes the strategy
+    applies parallelism over."""
+
+    shape: MeshShape
+    device_mesh: Optional[DeviceMesh]
+
+    @property
+    def tp(self) -> DeviceMesh:
+        return self.device_mesh["tp"]
+
+    @property
+    def data_parallel(self) -> DeviceMesh:
+        """The 2-D ``(dp_replicate, dp_shard)`` mesh FSDP shards over (HSDP when ``dp_replicate`` > 1)."""
+        return self.device_mesh["dp_replicate", "dp_shard"]
+
+
+def build_mesh(shape: Optional[MeshShape], device) -> Optional[Mesh]:
+    """Builds the named ``DeviceMesh`` of ``shape`` on ``device``'s type (every process calls it, in the same order)
+    and records the data-parallel group for the loaders and the metric sums
+    (:func:`~basetrainer.distributed.comm.set_data_parallel`). No shape: no mesh, every process its own
+    data-parallel rank."""
+    comm.set_data_parallel(None, None, None)
+    if shape is None:
+        return None
+    if not comm.is_distributed():
+        return Mesh(shape, None)
+    device_mesh = init_device_mesh(device.type, tuple(getattr(shape, name) for name in DIMENSIONS),
+                                   mesh_dim_names=DIMENSIONS)
+    groups = [list(range(tp_rank, shape.size, shape.tp)) for tp_rank in range(shape.tp)]
+    group, _ = dist.new_subgroups_by_enumeration(groups)  # collective: every process, every group
+    data_rank, _ = data_parallel_coordinates(shape, comm.get_rank())
+    comm.set_data_parallel(data_rank, shape.data_parallel_size, group)
+    return Mesh(shape, device_mesh)

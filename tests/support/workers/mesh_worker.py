@@ -1,0 +1,149 @@
+"""Training jobs on device meshes for the hybrid-parallel tests, several in one launch of 4 gloo processes.
+
+A residual MLP whose blocks are a colwise and a rowwise Linear (the model carries its tensor-parallel
+plan) trains with SGD, accumulation 2 and clipping at 0.5 for a few steps on each layout named on
+the command line, one after the other in the same processes (a layout is ``name=R,S,T``: dp_replicate,
+dp_shard and tp; ``name=R,S,T@STEPS`` trains that many optimizer steps; ``name=R,S,T<other`` resumes from
+``other``'s last checkpoint). For each, rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
+and every rank's data-parallel rank and the sample indices it trained on. ``<out>/reference<D>.pt``
+are the weights a hand-written one-process loop reaches on the union of ``D`` processes' batches.
+
+    python tests/support/workers/mesh_worker.py --out DIR --procs 4 tp4=1,1,4 fsdp_tp=1,2,2 ...
+"""
+import argparse
+import copy
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/
+
+from basetrainer.callbacks.model_checkpoint import ModelCheckpoint  # noqa: E402
+from basetrainer.data.samplers import StreamSampler  # noqa: E402
+from basetrainer.distributed import comm  # noqa: E402
+from basetrainer.distributed.launch import launch  # noqa: E402
+from basetrainer.engine.trainer import EngineTrainer  # noqa: E402
+from support.workers.fsdp_worker import Indexed  # noqa: E402
+from support.workers.tiny import Cfg  # noqa: E402
+
+STEPS, BATCH, ACCUMULATE, CLIP, LR, SEED, TRAIN_SIZE = 6, 4, 2, 0.5, 0.2, 7, 64
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+class TensorParallelMLP(nn.Module):
+    """8 -> 16, three blocks (16 -> 64 -> 16, split colwise then rowwise under tensor parallel), -> 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(8, 16)
+        self.blocks = nn.ModuleList(Block(16) for _ in range(3))
+        self.head = nn.Linear(16, 4)
+
+    def tensor_parallel_plan(self, tp_size):
+        return {"blocks.*.up": "colwise", "blocks.*.down": "rowwise"}
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+class MeshTrainer(EngineTrainer):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.seen = []
+        self.build(cfg)
+
+    def build_train_loader(self, cfg):
+        return self.build_dataloader(Indexed(TRAIN_SIZE, 0), BATCH, 0, phase="train", stream=True)
+
+    def build_test_loader(self, cfg):
+        return self.build_dataloader(Indexed(37, 1), 5, 0, phase="test", shuffle=False)
+
+    def build_model(self, cfg):
+        return self.build_model_parallel(TensorParallelMLP())
+
+    def build_criterion(self, cfg):
+        return nn.CrossEntropyLoss()
+
+    def build_optimizer(self, cfg):
+        return torch.optim.SGD(self.model.parameters(), lr=LR)
+
+    def build_callbacks(self, cfg):
+        return [ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), indicator="loss", mode="min")]
+
+    def run_step(self, inputs):
+        x, y, index = inputs
+        if self.model.training:
+            self.seen.append(index.tolist())
+        outputs = self.model(x)
+        return outputs, self.criterion(outputs, y)
+
+
+def reference(data_parallel: int, steps: int) -> dict:
+    """The weights one process reaches, by hand, on the union of ``data_parallel`` processes' batches."""
+    torch.manual_seed(SEED)
+    model = TensorParallelMLP()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    data = Indexed(TRAIN_SIZE, 0)
+    stream = iter(StreamSampler(data, num_replicas=1, rank=0, seed=SEED))
+    union = BATCH * data_parallel
+    for step in range(steps):
+        for micro in range(ACCUMULATE):
+            x, y, _ = zip(*(data[next(stream)] for _ in range(union)))
+            loss = nn.functional.cross_entropy(model(torch.stack(x)), torch.stack(y)) / ACCUMULATE
+            loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        optimizer.step()
+        optimizer.zero_grad()
+    return copy.deepcopy(model.state_dict())
+
+
+def parse_job(text):
+    name, _, spec = text.partition("=")
+    spec, _, resume = spec.partition("<")
+    spec, _, steps = spec.partition("@")
+    sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), (int(size) for size in spec.split(","))))
+    return name, sizes, int(steps or STEPS), resume or None
+
+
+def main(args):
+    torch.set_num_threads(1)
+    for job in args.jobs:
+        name, sizes, steps, resume = parse_job(job)
+        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=steps, num_epochs=None, seed=SEED,
+                  accumulate_grad_batches=ACCUMULATE, clip_grad_norm=CLIP, progress=False,
+                  parallel={"mesh": sizes},
+                  resume=os.path.join(args.out, resume, "model", "last") if resume else None)
+        trainer = MeshTrainer(cfg)
+        logs = trainer.run()
+        weights = trainer.export_weights()
+        seen = comm.all_gather((comm.get_data_parallel_rank(), trainer.seen))
+        if trainer.is_main_process:
+            torch.save({"weights": weights, "logs": logs, "seen": seen, "strategy": trainer.strategy.name},
+                       os.path.join(args.out, f"{name}.pt"))
+        comm.synchronize()
+    if comm.is_main_process():
+        for data_parallel in (1, 2, 4):
+            torch.save(reference(data_parallel, STEPS), os.path.join(args.out, f"reference{data_parallel}.pt"))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("jobs", nargs="+")
+    arguments = parser.parse_args()
+    launch(main, arguments.procs, args=(arguments,), timeout=120)
