@@ -21,6 +21,15 @@ SLOW_FIXTURES = {"tiny", "uninterrupted", "one_process_run", "two_process_run", 
 SLOW_FOLDERS = {"e2e"}
 
 
+def pytest_configure(config):
+    """Builds matplotlib's font cache before any test runs: on a machine where it is missing, the first plot
+    runs ``fc-list``, which the fast tier's guard would take for a test starting a process."""
+    try:
+        import matplotlib.font_manager  # noqa: F401
+    except ImportError:
+        pass
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = item.path.parent.name

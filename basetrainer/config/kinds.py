@@ -195,10 +195,7 @@ class ListOf(Kind):
             raise Invalid(f"it has {len(value)} item{'s' if len(value) != 1 else ''}")
         items = []
         for index, item in enumerate(value):
-            try:
-                items.append(self.item.check(item))
-            except Invalid as error:
-                raise Invalid(f"item {index} is {shown(item)}" + (f": {error.detail}" if error.detail else "")) from None
+            items.append(_check_part(self.item, item, f"item {index}"))
         if self.unique and len(set(map(repr, items))) < len(items):
             raise Invalid("an item is repeated")
         return items
@@ -229,10 +226,7 @@ class Positions(Kind):
             raise Invalid(f"it has {len(value)} item{'s' if len(value) != 1 else ''}")
         items = []
         for name, kind, item in zip(self.names, self.kinds, value):
-            try:
-                items.append(kind.check(item))
-            except Invalid as error:
-                raise Invalid(f"{name} is {shown(item)}" + (f": {error.detail}" if error.detail else "")) from None
+            items.append(_check_part(kind, item, name))
         return items
 
     def describe(self, plural=False):
@@ -260,10 +254,7 @@ class Fields(Kind):
         for name, given in value.items():
             if given is None:
                 continue
-            try:
-                checked[name] = self.fields[name][0].check(given)
-            except Invalid as error:
-                raise Invalid(f"{name} is {shown(given)}" + (f": {error.detail}" if error.detail else "")) from None
+            checked[name] = _check_part(self.fields[name][0], given, name)
         return checked
 
     def describe(self, plural=False):
@@ -280,19 +271,8 @@ class MappingOf(Kind):
     def check(self, value):
         if not isinstance(value, dict):
             raise Invalid()
-        checked = {}
-        for key, item in value.items():
-            try:
-                key = self.key.check(key)
-            except Invalid as error:
-                raise Invalid(f"key {shown(key)} is not {self.key.describe()}" + (
-                    f": {error.detail}" if error.detail else "")) from None
-            try:
-                checked[key] = self.value.check(item)
-            except Invalid as error:
-                raise Invalid(f"{key} is {shown(item)}, not {self.value.describe()}" + (
-                    f": {error.detail}" if error.detail else "")) from None
-        return checked
+        return {_check_part(self.key, key, "a key", described=True): _check_part(self.value, item, key, described=True)
+                for key, item in value.items()}
 
     def describe(self, plural=False):
         return f"{'mappings' if plural else 'a mapping'} of {self.key.describe(True)} to {self.value.describe(True)}"
@@ -320,6 +300,16 @@ class OneOf(Kind):
 
     def describe(self, plural=False):
         return " or ".join(kind.describe(plural) for kind in self.kinds)
+
+
+def _check_part(kind: Kind, value, label: str, described: bool = False):
+    """``kind.check(value)`` for a part of a larger value; refused as Invalid("``label`` is ``value``: why")
+    (``described``: and what ``kind`` accepts)."""
+    try:
+        return kind.check(value)
+    except Invalid as error:
+        what = f", not {kind.describe()}" if described else ""
+        raise Invalid(f"{label} is {shown(value)}{what}" + (f": {error.detail}" if error.detail else "")) from None
 
 
 def shown(value, limit: int = 60) -> str:

@@ -73,12 +73,13 @@ def test_the_task_help_shows_what_each_flag_accepts():
 
 # Keys read into a field of another name: profile into profile_steps, what DDP sends into communication.
 READ_INTO = {"profile": "profile_steps", "local_sgd": "communication", "grad_compression": "communication",
-             "powersgd": "communication"}
+             "powersgd": "communication", "parallel": ("mesh", "tensor_parallel_plan")}
 
 
 def test_loop_options_has_a_field_for_every_loop_key_or_the_one_it_is_read_into():
     fields = {field.name for field in dataclasses.fields(LoopOptions)}
-    assert fields == {READ_INTO.get(name, name) for name in LOOP_SETTINGS.names()}
+    read_into = [READ_INTO.get(name, name) for name in LOOP_SETTINGS.names()]
+    assert fields == {field for into in read_into for field in ((into,) if isinstance(into, str) else into)}
 
 
 def test_loop_options_of_an_empty_config_are_the_declared_defaults():
@@ -88,6 +89,7 @@ def test_loop_options_of_an_empty_config_are_the_declared_defaults():
     # Read into their field's form: "auto" is the bar, a list a tuple, no amp no dtype.
     assert read == {**declared, "amp": None, "fsdp_shard": (), "activation_checkpointing": ()}
     assert options.communication == Communication()  # plain DDP
+    assert options.mesh is None and options.tensor_parallel_plan is None
 
 
 def test_loop_options_read_a_plain_argparse_namespace_like_a_dict():

@@ -3,8 +3,9 @@
 A residual MLP whose blocks are a colwise and a rowwise Linear (the model carries its tensor-parallel
 plan) trains with SGD, accumulation 2 and clipping at 0.5 for a few steps on each layout named on
 the command line, one after the other in the same processes (a layout is ``name=R,S,T``: dp_replicate,
-dp_shard and tp; ``name=R,S,T@STEPS`` trains that many optimizer steps; ``name=R,S,T<other`` resumes from
-``other``'s last checkpoint). For each, rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
+dp_shard and tp; ``name=R,S,T@STEPS`` is cut off after that many optimizer steps, every process raising
+right after the step's checkpoint, as a killed job ends; ``name=R,S,T<other`` resumes from ``other``'s
+last checkpoint). For each, rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
 and every rank's data-parallel rank and the sample indices it trained on. ``<out>/reference<D>.pt``
 are the weights a hand-written one-process loop reaches on the union of ``D`` processes' batches.
 
@@ -24,6 +25,7 @@ from basetrainer.callbacks.model_checkpoint import ModelCheckpoint  # noqa: E402
 from basetrainer.data.samplers import StreamSampler  # noqa: E402
 from basetrainer.distributed import comm  # noqa: E402
 from basetrainer.distributed.launch import launch  # noqa: E402
+from basetrainer.engine.events import LOWEST, Callback  # noqa: E402
 from basetrainer.engine.trainer import EngineTrainer  # noqa: E402
 from support.workers.fsdp_worker import Indexed  # noqa: E402
 from support.workers.tiny import Cfg  # noqa: E402
@@ -82,7 +84,8 @@ class MeshTrainer(EngineTrainer):
         return torch.optim.SGD(self.model.parameters(), lr=LR)
 
     def build_callbacks(self, cfg):
-        return [ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), indicator="loss", mode="min")]
+        return [ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), indicator="loss", mode="min",
+                                every_n_iters=1 if cfg.cut_at else 0), CutOff(cfg.cut_at)]
 
     def run_step(self, inputs):
         x, y, index = inputs
@@ -90,6 +93,24 @@ class MeshTrainer(EngineTrainer):
             self.seen.append(index.tolist())
         outputs = self.model(x)
         return outputs, self.criterion(outputs, y)
+
+
+class CutOff(Callback):
+    """Raises :class:`Cut` after optimizer step ``at``, once its checkpoint is written (0: never)."""
+
+    priority = LOWEST + 1  # after ModelCheckpoint
+
+    def __init__(self, at):
+        super().__init__()
+        self.at = at
+
+    def on_batch_end(self, batch, logs=None):
+        if self.at and self.trainer.state.global_step == self.at and not self.trainer.state.accumulating:
+            raise Cut()
+
+
+class Cut(Exception):
+    pass
 
 
 def reference(data_parallel: int, steps: int) -> dict:
@@ -116,19 +137,23 @@ def parse_job(text):
     spec, _, resume = spec.partition("<")
     spec, _, steps = spec.partition("@")
     sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), (int(size) for size in spec.split(","))))
-    return name, sizes, int(steps or STEPS), resume or None
+    return name, sizes, int(steps or 0), resume or None
 
 
 def main(args):
     torch.set_num_threads(1)
     for job in args.jobs:
-        name, sizes, steps, resume = parse_job(job)
-        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=steps, num_epochs=None, seed=SEED,
+        name, sizes, cut_at, resume = parse_job(job)
+        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED, cut_at=cut_at,
                   accumulate_grad_batches=ACCUMULATE, clip_grad_norm=CLIP, progress=False,
                   parallel={"mesh": sizes},
                   resume=os.path.join(args.out, resume, "model", "last") if resume else None)
         trainer = MeshTrainer(cfg)
-        logs = trainer.run()
+        try:
+            logs = trainer.run()
+        except Cut:
+            comm.synchronize()
+            continue
         weights = trainer.export_weights()
         seen = comm.all_gather((comm.get_data_parallel_rank(), trainer.seen))
         if trainer.is_main_process:

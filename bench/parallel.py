@@ -1,0 +1,191 @@
+"""Hybrid parallelism on a device mesh: memory per process and step time, the engine against a hand-written loop.
+
+A stack of ``--blocks`` transformer feed-forward blocks (width ``--width``, hidden 4x) and a
+linear head trains with AdamW on 4 gloo processes, batch 32 per data-parallel process, one
+thread per process, on each layout of ``parallel.mesh`` (dp_replicate x dp_shard x tp):
+tensor parallel splits each block's two Linears (colwise, rowwise); FSDP shards over
+dp_shard; HSDP keeps dp_replicate sharded copies. Every layout runs twice in the same
+processes, alternately, ``--rounds`` times: through EngineTrainer (``parallel.mesh`` and the
+model's plan) and as a hand-written loop with the same parallelism (``parallelize_module``,
+``fully_shard``, ``loss.backward()``, ``optimizer.step()``).
+
+Each rank measures, before its second optimizer step, the bytes it holds of parameters,
+gradients and optimizer state (local shards), and the median step time over the timed steps.
+*ideal* is the whole model's bytes (parameters, gradients, AdamW's two states) divided by the
+shards (dp_shard x tp): what a process would hold if every tensor were split.
+
+    python bench/parallel.py [--width 256] [--blocks 8] [--steps 25] [--rounds 2]
+"""
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.utils.data import TensorDataset
+
+from basetrainer.distributed import comm
+from basetrainer.distributed.launch import launch
+from basetrainer.engine.trainer import EngineTrainer
+
+BATCH, WARMUP, PROCESSES = 32, 5, 4
+LAYOUTS = (("TP 4", (1, 1, 4)), ("FSDP 2 x TP 2", (1, 2, 2)), ("HSDP 2x1 x TP 2", (2, 1, 2)),
+           ("FSDP 4", (1, 4, 1)), ("HSDP 2x2", (2, 2, 1)))
+
+
+class FeedForward(nn.Module):
+    """A transformer's feed-forward block: x + W2 gelu(W1 norm(x)), hidden width 4x."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
+
+
+class Stack(nn.Sequential):
+    def tensor_parallel_plan(self, tp_size):
+        return {"*.up": "colwise", "*.down": "rowwise"}
+
+
+def make_model(width, blocks):
+    torch.manual_seed(0)
+    return Stack(*[FeedForward(width) for _ in range(blocks)], nn.Linear(width, 10))
+
+
+def local_bytes(tensors) -> int:
+    return sum((t.to_local() if hasattr(t, "to_local") else t).numel() * t.element_size() for t in tensors)
+
+
+def held_bytes(model, optimizer) -> dict:
+    params = list(model.parameters())
+    state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t) and t.dim()]
+    return {"params": local_bytes(params), "grads": local_bytes([p.grad for p in params]),
+            "optimizer": local_bytes(state)}
+
+
+class BenchTrainer(EngineTrainer):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.build(cfg)
+        self.step_times, self.held = [], None
+
+    def build_train_loader(self, cfg):
+        g = torch.Generator().manual_seed(0)
+        samples = BATCH * cfg["steps"] * comm.get_data_parallel_world_size()
+        data = TensorDataset(torch.randn(samples, cfg["width"], generator=g), torch.randint(0, 10, (samples,), generator=g))
+        return self.build_dataloader(data, BATCH, 0, phase="train")
+
+    def build_test_loader(self, cfg):
+        return None
+
+    def build_model(self, cfg):
+        return self.build_model_parallel(make_model(cfg["width"], cfg["blocks"]))
+
+    def build_criterion(self, cfg):
+        return nn.CrossEntropyLoss()
+
+    def build_optimizer(self, cfg):
+        return torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+
+    def build_callbacks(self, cfg):
+        return []
+
+    def train_step(self, inputs):
+        start = time.perf_counter()
+        result = super().train_step(inputs)
+        self.step_times.append(time.perf_counter() - start)
+        return result
+
+    def optimizer_step(self):
+        if self.held is None and self.optimizer.state:  # the second step: optimizer state exists
+            self.held = held_bytes(self.model, self.optimizer)
+        super().optimizer_step()
+
+
+def engine(cfg, layout) -> dict:
+    sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), layout))
+    trainer = BenchTrainer({**cfg, "parallel": {"mesh": sizes}})
+    trainer.run()
+    return {**trainer.held, "step_ms": 1000 * statistics.median(trainer.step_times[WARMUP:])}
+
+
+def hand_written(cfg, layout) -> dict:
+    """The same parallelism by hand: tensor parallel, then FSDP units and root over the data dimensions."""
+    replicate, shard, tp = layout
+    mesh = init_device_mesh("cpu", layout, mesh_dim_names=("dp_replicate", "dp_shard", "tp"))
+    model = make_model(cfg["width"], cfg["blocks"])
+    if tp > 1:
+        plan = {f"{i}.{name}": style for i in range(cfg["blocks"])
+                for name, style in (("up", ColwiseParallel()), ("down", RowwiseParallel()))}
+        parallelize_module(model, mesh["tp"], plan)
+    if replicate * shard > 1:
+        for block in list(model)[:-1]:
+            fully_shard(block, mesh=mesh["dp_replicate", "dp_shard"])
+        fully_shard(model, mesh=mesh["dp_replicate", "dp_shard"], reshard_after_forward=False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(dist.get_rank() // tp)
+    x, y = torch.randn(BATCH, cfg["width"], generator=g), torch.randint(0, 10, (BATCH,), generator=g)
+    times, held = [], None
+    for step in range(cfg["steps"]):
+        start = time.perf_counter()
+        nn.functional.cross_entropy(model(x), y).backward()
+        if step == 1:
+            held = held_bytes(model, optimizer)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - start)
+    return {**held, "step_ms": 1000 * statistics.median(times[WARMUP:])}
+
+
+def bench_main(cfg):
+    torch.set_num_threads(1)
+    results = {}
+    for _ in range(cfg["rounds"]):
+        for name, layout in LAYOUTS:
+            for kind, measure in (("engine", engine), ("hand", hand_written)):
+                results.setdefault(f"{name}|{kind}", []).append(measure(cfg, layout))
+    with open(os.path.join(cfg["out"], f"rank{comm.get_rank()}.json"), "w") as f:
+        json.dump(results, f)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--blocks", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=25, help="steps per measurement (5 warm up)")
+    parser.add_argument("--rounds", type=int, default=2, help="measurements of each layout and loop, alternating")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory() as out:
+        cfg = {"num_epochs": 1, "gpu_id": list(range(PROCESSES)), "progress": False, "seed": 0, "width": args.width,
+               "blocks": args.blocks, "steps": args.steps, "rounds": args.rounds, "out": out}
+        launch(bench_main, PROCESSES, args=(cfg,))
+        ranks = [json.load(open(os.path.join(out, f"rank{r}.json"))) for r in range(PROCESSES)]
+    total = sum(p.numel() for p in make_model(args.width, args.blocks).parameters()) * 4 * 4  # fp32: p, g, 2 states
+    print(f"{args.blocks} feed-forward blocks of width {args.width} and a head, AdamW, batch {BATCH} per data-parallel "
+          f"process, {PROCESSES} gloo processes; whole model {total / 2**20:.2f} MB (parameters, gradients, AdamW)")
+    print(f"{'layout':<18}{'params MB':>10}{'grads MB':>10}{'optim MB':>10}{'total MB':>10}{'ideal MB':>10}"
+          f"{'vs ideal':>10}{'engine ms':>11}{'hand ms':>9}{'ratio':>7}")
+    for name, (replicate, shard, tp) in LAYOUTS:
+        runs = {kind: [measure for rank in ranks for measure in rank[f"{name}|{kind}"]] for kind in ("engine", "hand")}
+        held = {key: max(run[key] for run in runs["engine"]) / 2**20 for key in ("params", "grads", "optimizer")}
+        mine = sum(held.values())
+        ideal = total / 2**20 / (shard * tp)
+        step = {kind: statistics.median(run["step_ms"] for run in runs[kind]) for kind in runs}
+        print(f"{name:<18}{held['params']:>10.2f}{held['grads']:>10.2f}{held['optimizer']:>10.2f}{mine:>10.2f}"
+              f"{ideal:>10.2f}{mine / ideal:>10.3f}{step['engine']:>11.1f}{step['hand']:>9.1f}"
+              f"{step['engine'] / step['hand']:>7.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Hybrid parallelism on a device mesh (basetrainer.parallel.mesh, .tensor_parallel, .hybrid).
+
+The slow tests share one launch of 4 gloo processes that trains the same model on several
+layouts in turn (tests/support/workers/mesh_worker.py): each layout's trained weights must equal a
+hand-written one-process loop on the union of the data-parallel processes' batches (SGD,
+accumulation 2, clipping on), a run resumed at the same layout must end bitwise where an
+uninterrupted one does, and one resumed at another layout where the first layout's reference
+does. The fast tests check the config and the plans in one process.
+"""
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from basetrainer.cli import main as cli_main
+from basetrainer.config.kinds import Invalid, MappingOf, Text
+from basetrainer.engine.options import LoopOptions
+from basetrainer.errors import ConfigError
+from basetrainer.parallel.hybrid import clip_grad_norm_by_mesh
+from basetrainer.parallel.mesh import MeshShape, data_parallel_coordinates
+from basetrainer.parallel.tensor_parallel import resolve_plan
+from support import TESTS
+from support.compare import same_weights
+from support.processes import run_python
+from support.workers.mesh_worker import TensorParallelMLP
+
+WORKER = os.path.join(TESTS, "support", "workers", "mesh_worker.py")
+JOBS = {  # name: (layout, the data-parallel size of the one-process reference it must equal)
+    "tp4": ("1,1,4", 1),
+    "fsdp_tp": ("1,2,2", 2),
+    "hsdp_tp": ("2,1,2", 2),
+    "hsdp": ("2,2,1", 4),
+    "half": ("1,2,2@3", None),
+    "resumed": ("1,2,2<half", 2),
+    "resharded": ("2,1,2<half", 2),
+    "on_fewer": ("1,1,4<half", 2),  # data-parallel 2 -> 1: accumulation 4 keeps the global batch
+}  # and "single": "half" resumed in one process, no process group
+
+
+@pytest.fixture(scope="module")
+def meshes(tmp_path_factory):
+    out = tmp_path_factory.mktemp("meshes")
+    result = run_python([WORKER, "--out", out, *(f"{name}={layout}" for name, (layout, _) in JOBS.items())],
+                        timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    result = run_python([WORKER, "--out", out, "--procs", 1, "single=1,1,1<half"], timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return out
+
+
+def trained(meshes, name):
+    return torch.load(meshes / f"{name}.pt", weights_only=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tp4", "fsdp_tp", "hsdp_tp", "hsdp"])
+def test_every_layout_trains_the_weights_one_process_trains_on_the_union_batch(meshes, name):
+    run, data_parallel = trained(meshes, name), JOBS[name][1]
+    reference = torch.load(meshes / f"reference{data_parallel}.pt")
+    assert run["strategy"] == "mesh"
+    assert sorted(run["weights"]) == sorted(reference)  # whole weights, the model's own names
+    for key, value in reference.items():
+        torch.testing.assert_close(run["weights"][key], value, rtol=0, atol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tp4", "fsdp_tp", "hsdp"])
+def test_processes_of_one_tensor_parallel_group_see_the_same_batches_and_data_parallel_ones_differ(meshes, name):
+    seen = trained(meshes, name)["seen"]  # (data-parallel rank, batches) of ranks 0..3
+    layout = [int(size) for size in JOBS[name][0].split(",")]
+    tp = layout[2]
+    for rank, (data_rank, batches) in enumerate(seen):
+        assert data_rank == rank // tp
+        assert batches == seen[data_rank * tp][1]
+    shards = {data_rank: batches for data_rank, batches in seen}
+    assert len(shards) == layout[0] * layout[1]
+    for step in zip(*shards.values()):  # the data-parallel ranks' batch of each step: disjoint
+        assert len({i for batch in step for i in batch}) == sum(len(batch) for batch in step)
+
+
+@pytest.mark.slow
+def test_a_resume_at_the_same_layout_ends_bitwise_where_the_uninterrupted_run_does(meshes):
+    assert same_weights(trained(meshes, "resumed")["weights"], trained(meshes, "fsdp_tp")["weights"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resharded", "on_fewer", "single"])
+def test_a_checkpoint_of_a_2x2_mesh_resumes_on_another_layout_and_continues_the_same_training(meshes, name):
+    resharded, uninterrupted = trained(meshes, name)["weights"], trained(meshes, "fsdp_tp")["weights"]
+    for key, value in uninterrupted.items():
+        torch.testing.assert_close(resharded[key], value, rtol=0, atol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+def test_export_writes_whole_weights_from_a_2x2_mesh_checkpoint(meshes, tmp_path):
+    cli_main(["export", str(meshes / "fsdp_tp" / "model" / "last"), "--out", str(tmp_path / "w.pth")])
+    weights = torch.load(tmp_path / "w.pth", weights_only=True)
+    TensorParallelMLP().load_state_dict(weights)
+    assert same_weights(weights, trained(meshes, "fsdp_tp")["weights"])
+
+
+# ---------------------------------------------------------------- one process: config, shapes, plans
+def test_a_mesh_must_hold_every_process_and_one_size_may_be_inferred():
+    assert MeshShape.from_sizes({"tp": 2, "dp_shard": -1}, 8) == MeshShape(1, 4, 2)
+    assert MeshShape.from_sizes({"dp_replicate": 2, "dp_shard": 2}, 4).data_parallel_size == 4
+    with pytest.raises(ConfigError, match=r"dp_replicate 1 x dp_shard 2 x tp 2 = 4 processes and this run has 2"):
+        MeshShape.from_sizes({"dp_shard": 2, "tp": 2}, 2)
+    with pytest.raises(ConfigError, match="dp_shard and tp are both -1"):
+        MeshShape.from_sizes({"dp_shard": -1, "tp": -1}, 4)
+    with pytest.raises(ConfigError, match="3 processes do not divide into the other sizes' product 2"):
+        MeshShape.from_sizes({"dp_shard": -1, "tp": 2}, 3)
+
+
+def test_ranks_of_one_tensor_parallel_group_share_a_data_parallel_rank():
+    shape = MeshShape(2, 2, 2)
+    assert [data_parallel_coordinates(shape, rank) for rank in range(8)] == [
+        (0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1)]
+
+
+@pytest.mark.parametrize("parallel, message", [
+    ({"mesh": {"tp": 0}}, "parallel.mesh: tp is 0; a size is at least 1, or -1"),
+    ({"mesh": {"tp": 2}}, "parallel.mesh is dp_replicate 1 x dp_shard 1 x tp 2 = 2 processes and this run has 1"),
+    ({"mesh": {"pp": 2}}, "parallel.*pp is no field of it"),
+    ({"tensor_parallel": {"plan": {"blocks.*.up": "colwise"}}}, "plan is set and parallel.mesh is not"),
+    ({"mesh": {"tp": 1}, "tensor_parallel": {"plan": {"blocks.*.up": "columnwise"}}}, "columnwise"),
+])
+def test_a_parallel_config_that_cannot_work_is_refused_in_one_line_before_anything_is_built(parallel, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        LoopOptions.from_config({"parallel": parallel})
+    assert "\n" not in str(error.value)
+
+
+def test_local_sgd_and_a_mesh_are_refused_together():
+    with pytest.raises(ConfigError, match="local_sgd and grad_compression apply to strategy ddp, and parallel.mesh"):
+        LoopOptions.from_config({"parallel": {"mesh": {"tp": 1}}, "grad_compression": "bf16"})
+
+
+def test_a_one_process_mesh_is_read_and_makes_checkpoints_sharded():
+    options = LoopOptions.from_config({"parallel": {"mesh": {"dp_shard": -1}}})
+    assert options.mesh == MeshShape(1, 1, 1) and options.sharded
+    assert not LoopOptions.from_config({}).sharded and LoopOptions.from_config({}).mesh is None
+
+
+def test_a_plan_names_modules_by_patterns_and_refuses_what_does_not_fit():
+    model = TensorParallelMLP()
+    plan = resolve_plan(model, model.tensor_parallel_plan(2), 2)
+    assert sorted(plan) == [f"blocks.{i}.{layer}" for i in range(3) for layer in ("down", "up")]
+    with pytest.raises(ConfigError, match=r"'blocks\.\*\.fc' matches no module of TensorParallelMLP \(its modules: "
+                                          r"stem, blocks, blocks\.0"):
+        resolve_plan(model, {"blocks.*.fc": "colwise"}, 2)
+    with pytest.raises(ConfigError, match="blocks.0.up has 64 output features, which tp 3 does not divide"):
+        resolve_plan(model, {"blocks.*.up": "colwise"}, 3)
+    with pytest.raises(ConfigError, match="blocks.0.norm is a LayerNorm, and colwise and rowwise split Linear"):
+        resolve_plan(model, {"blocks.0.norm": "rowwise"}, 2)
+    with pytest.raises(ConfigError, match="module blocks.0.up is matched by 'blocks.0.up' and 'blocks.\\*.up'"):
+        resolve_plan(model, {"blocks.0.up": "colwise", "blocks.*.up": "colwise"}, 2)
+
+
+def test_a_mapping_kind_checks_every_key_and_value():
+    kind = MappingOf(Text(non_empty=True, meaning="a name"), Text(pattern="[a-z]+", meaning="a word"))
+    assert kind.check({"a.b": "colwise"}) == {"a.b": "colwise"}
+    with pytest.raises(Invalid, match="a.b is int 3, not a word"):
+        kind.check({"a.b": 3})
+    with pytest.raises(Invalid):
+        kind.check(["a"])
+
+
+def test_clipping_by_mesh_equals_clip_grad_norm_on_plain_parameters():
+    torch.manual_seed(0)
+    first, second = nn.Linear(4, 3), nn.Linear(4, 3)
+    second.load_state_dict(first.state_dict())
+    for model in (first, second):
+        model(torch.randn(5, 4, generator=torch.Generator().manual_seed(1))).square().sum().backward()
+    expected = nn.utils.clip_grad_norm_(first.parameters(), 0.1)
+    assert torch.equal(clip_grad_norm_by_mesh(second.parameters(), 0.1), expected)
+    for a, b in zip(first.parameters(), second.parameters()):
+        assert torch.equal(a.grad, b.grad)
