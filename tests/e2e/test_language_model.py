@@ -1,7 +1,7 @@
 """examples/language_model.py, the engine's first task that is not image classification: a GPT-style
 model on the bytes of Python's own sources learns (its test loss falls well below a uniform guess's
 ln 256), logs tokens per second and perplexity, and trains the same way in two processes under DDP
-and FSDP."""
+and FSDP, and in four on a 2 x 2 mesh (tensor parallel x FSDP)."""
 import csv
 import math
 import re
@@ -43,3 +43,12 @@ def test_the_language_model_trains_in_two_processes(strategy, tmp_path):
     assert len(losses) == 2 and losses[1] < losses[0] < math.log(256)
     if strategy == "fsdp":
         assert "fsdp: 2 unit(s) of Block" in log
+
+
+def test_the_language_model_trains_on_a_2x2_mesh_of_tensor_parallel_and_fsdp(tmp_path):
+    log = train(tmp_path, "--distributed", "--gpu_id", "0", "1", "2", "3", "parallel.mesh.tp=2",
+                "parallel.mesh.dp_shard=2", steps=40)
+    assert "tensor parallel: 12 module(s) split over tp 2" in log  # query, key, value, out and the MLP's two, x2
+    assert "mesh: dp_replicate 1 x dp_shard 2 x tp 2 (4 processes)" in log
+    losses = [float(loss) for loss in re.findall(r"test loss ([\d.]+), perplexity", log)]
+    assert len(losses) == 2 and losses[1] < losses[0] < math.log(256)
