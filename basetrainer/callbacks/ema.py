@@ -1,4 +1,6 @@
 """An exponential moving average (EMA) of the model's weights, used for evaluation and export."""
+from collections import defaultdict
+
 import torch
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.optim.swa_utils import get_ema_multi_avg_fn
@@ -50,7 +52,7 @@ class EMA(Callback):
         self.updates = 0
         self.averaged = None  # {state_dict key: tensor}; on the model's device once bound
         self._pairs = None  # [(averaged tensor, model tensor)] in state_dict order
-        self._floating = ([], [])  # the floating-point pairs, as two lists for the foreach update
+        self._floating = []  # the floating-point pairs as (averages, currents) lists, one per mesh, for foreach updates
         self._others = []  # integer buffers, copied
         self._backup = None
         self._last_step = None  # the global step of the last update; from the checkpoint when resumed
@@ -102,9 +104,9 @@ class EMA(Callback):
 
     def update(self) -> None:
         """Moves the average one step towards the model's current weights."""
-        averages, currents = self._floating
-        if averages:
-            get_ema_multi_avg_fn(self.current_decay())(averages, currents, self.updates)
+        average_step = get_ema_multi_avg_fn(self.current_decay())
+        for averages, currents in self._floating:  # one group per mesh: foreach ops take no mix
+            average_step(averages, currents, self.updates)
         with torch.no_grad():
             for average, current in self._others:
                 average.copy_(current)
@@ -121,8 +123,11 @@ class EMA(Callback):
         else:
             self.averaged = {k: _like(self.averaged[k], v) for k, v in current.items()}
         self._pairs = [(self.averaged[k], v) for k, v in current.items()]
-        floating = [(a, c) for a, c in self._pairs if a.is_floating_point()]
-        self._floating = ([a for a, _ in floating], [c for _, c in floating])
+        by_mesh = defaultdict(list)  # tensor-parallel, FSDP-sharded and plain tensors apart
+        for a, c in self._pairs:
+            if a.is_floating_point():
+                by_mesh[a.device_mesh if isinstance(a, DTensor) else None].append((a, c))
+        self._floating = [([a for a, _ in pairs], [c for _, c in pairs]) for pairs in by_mesh.values()]
         self._others = [(a, c) for a, c in self._pairs if not a.is_floating_point()]
 
     # ------------------------------------------------------------------ export and state

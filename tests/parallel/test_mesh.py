@@ -31,6 +31,8 @@ JOBS = {  # name: (layout, the data-parallel size of the one-process reference i
     "fsdp_tp": ("1,2,2", 2),
     "hsdp_tp": ("2,1,2", 2),
     "hsdp": ("2,2,1", 4),
+    "tp4_ema": ("1,1,4+ema", 1),
+    "fsdp_tp_ema": ("1,2,2+ema", 2),
     "half": ("1,2,2@3", None),
     "resumed": ("1,2,2<half", 2),
     "resharded": ("2,1,2<half", 2),
@@ -77,6 +79,16 @@ def test_processes_of_one_tensor_parallel_group_see_the_same_batches_and_data_pa
     assert len(shards) == layout[0] * layout[1]
     for step in zip(*shards.values()):  # the data-parallel ranks' batch of each step: disjoint
         assert len({i for batch in step for i in batch}) == sum(len(batch) for batch in step)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tp4_ema", "fsdp_tp_ema"])
+def test_an_ema_of_tensor_parallel_and_sharded_weights_equals_the_one_process_ema(meshes, name):
+    run, data_parallel = trained(meshes, name), JOBS[name][1]
+    reference = torch.load(meshes / f"reference_ema{data_parallel}.pt")
+    assert not same_weights(reference, torch.load(meshes / f"reference{data_parallel}.pt"))  # an average, not the last
+    for key, value in reference.items():
+        torch.testing.assert_close(run["weights"][key], value, rtol=0, atol=1e-6, msg=key)
 
 
 @pytest.mark.slow

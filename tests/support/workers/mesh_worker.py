@@ -5,9 +5,10 @@ plan) trains with SGD, accumulation 2 and clipping at 0.5 for a few steps on eac
 the command line, one after the other in the same processes (a layout is ``name=R,S,T``: dp_replicate,
 dp_shard and tp; ``name=R,S,T@STEPS`` is cut off after that many optimizer steps, every process raising
 right after the step's checkpoint, as a killed job ends; ``name=R,S,T<other`` resumes from ``other``'s
-last checkpoint). For each, rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
+last checkpoint; ``+ema`` adds an EMA of the weights, decay 0.9, which the weights written are then). For each, rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
 and every rank's data-parallel rank and the sample indices it trained on. ``<out>/reference<D>.pt``
-are the weights a hand-written one-process loop reaches on the union of ``D`` processes' batches.
+are the weights a hand-written one-process loop reaches on the union of ``D`` processes' batches, and
+``<out>/reference_ema<D>.pt`` their EMA.
 
     python tests/support/workers/mesh_worker.py --out DIR --procs 4 tp4=1,1,4 fsdp_tp=1,2,2 ...
 """
@@ -21,6 +22,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/
 
+from basetrainer.callbacks.ema import EMA  # noqa: E402
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint  # noqa: E402
 from basetrainer.data.samplers import StreamSampler  # noqa: E402
 from basetrainer.distributed import comm  # noqa: E402
@@ -30,7 +32,7 @@ from basetrainer.engine.trainer import EngineTrainer  # noqa: E402
 from support.workers.fsdp_worker import Indexed  # noqa: E402
 from support.workers.tiny import Cfg  # noqa: E402
 
-STEPS, BATCH, ACCUMULATE, CLIP, LR, SEED, TRAIN_SIZE = 6, 4, 2, 0.5, 0.2, 7, 64
+STEPS, BATCH, ACCUMULATE, CLIP, LR, SEED, TRAIN_SIZE, EMA_DECAY = 6, 4, 2, 0.5, 0.2, 7, 64, 0.9
 
 
 class Block(nn.Module):
@@ -85,7 +87,8 @@ class MeshTrainer(EngineTrainer):
 
     def build_callbacks(self, cfg):
         return [ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), indicator="loss", mode="min",
-                                every_n_iters=1 if cfg.cut_at else 0), CutOff(cfg.cut_at)]
+                                every_n_iters=1 if cfg.cut_at else 0), CutOff(cfg.cut_at)] + (
+                    [EMA(decay=EMA_DECAY)] if cfg.ema else [])
 
     def run_step(self, inputs):
         x, y, index = inputs
@@ -113,14 +116,16 @@ class Cut(Exception):
     pass
 
 
-def reference(data_parallel: int, steps: int) -> dict:
-    """The weights one process reaches, by hand, on the union of ``data_parallel`` processes' batches."""
+def reference(data_parallel: int, steps: int) -> tuple:
+    """The weights one process reaches, by hand, on the union of ``data_parallel`` processes' batches, and their
+    EMA (with the EMA callback's warm-up: decay min(0.9, (1 + n) / (10 + n)) at its n-th update)."""
     torch.manual_seed(SEED)
     model = TensorParallelMLP()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     data = Indexed(TRAIN_SIZE, 0)
     stream = iter(StreamSampler(data, num_replicas=1, rank=0, seed=SEED))
     union = BATCH * data_parallel
+    average = {k: v.detach().clone() for k, v in model.state_dict().items()}
     for step in range(steps):
         for micro in range(ACCUMULATE):
             x, y, _ = zip(*(data[next(stream)] for _ in range(union)))
@@ -129,22 +134,27 @@ def reference(data_parallel: int, steps: int) -> dict:
         nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         optimizer.step()
         optimizer.zero_grad()
-    return copy.deepcopy(model.state_dict())
+        decay = min(EMA_DECAY, (2 + step) / (11 + step))
+        with torch.no_grad():
+            for key, value in model.state_dict().items():
+                average[key].lerp_(value, 1 - decay)
+    return copy.deepcopy(model.state_dict()), average
 
 
 def parse_job(text):
     name, _, spec = text.partition("=")
+    spec, ema, _ = spec.partition("+ema")
     spec, _, resume = spec.partition("<")
     spec, _, steps = spec.partition("@")
     sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), (int(size) for size in spec.split(","))))
-    return name, sizes, int(steps or 0), resume or None
+    return name, sizes, int(steps or 0), resume or None, bool(ema)
 
 
 def main(args):
     torch.set_num_threads(1)
     for job in args.jobs:
-        name, sizes, cut_at, resume = parse_job(job)
-        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED, cut_at=cut_at,
+        name, sizes, cut_at, resume, ema = parse_job(job)
+        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED, cut_at=cut_at, ema=ema,
                   accumulate_grad_batches=ACCUMULATE, clip_grad_norm=CLIP, progress=False,
                   parallel={"mesh": sizes},
                   resume=os.path.join(args.out, resume, "model", "last") if resume else None)
@@ -162,7 +172,9 @@ def main(args):
         comm.synchronize()
     if comm.is_main_process():
         for data_parallel in (1, 2, 4):
-            torch.save(reference(data_parallel, STEPS), os.path.join(args.out, f"reference{data_parallel}.pt"))
+            weights, average = reference(data_parallel, STEPS)
+            torch.save(weights, os.path.join(args.out, f"reference{data_parallel}.pt"))
+            torch.save(average, os.path.join(args.out, f"reference_ema{data_parallel}.pt"))
 
 
 if __name__ == "__main__":
