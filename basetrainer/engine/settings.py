@@ -17,8 +17,8 @@ LOCAL_SGD = Fields(period=(Integer(minimum=0), 0), warmup_steps=(Integer(minimum
 POWERSGD = Fields(rank=(Integer(minimum=1), 1), start_step=(Integer(minimum=2), 10))
 MESH_SIZE = Integer(minimum=-1)  # -1: inferred from the number of processes (0 is refused with the product)
 MESH = Fields(dp_replicate=(MESH_SIZE, 1), dp_shard=(MESH_SIZE, 1), tp=(MESH_SIZE, 1))
-TENSOR_PARALLEL = Fields(plan=(MappingOf(Text(non_empty=True, meaning="a module-name pattern"), Choice(*STYLES)),
-                               None))
+PATTERN = Text(non_empty=True, meaning="a module-name pattern", plural="module-name patterns")
+TENSOR_PARALLEL = Fields(plan=(MappingOf(PATTERN, Choice(*STYLES)), None))
 PARALLEL = Fields(mesh=(MESH, None), tensor_parallel=(TENSOR_PARALLEL, TENSOR_PARALLEL.defaults()))
 CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
@@ -73,7 +73,7 @@ LOOP_SETTINGS = Schema([
     Setting("parallel", PARALLEL, PARALLEL.defaults(),
             "a device mesh (mesh: dp_replicate, dp_shard, tp; product = processes, one may be -1) for tensor "
             "parallel within groups and FSDP/HSDP across them, replacing strategy; tensor_parallel.plan maps "
-            "module-name patterns to colwise, rowwise, colwise_gather or sequence_parallel (null: the trainer's "
+            "module-name patterns to colwise, rowwise or colwise_gather (null: the trainer's "
             "or the model's plan); see the parallelism guide", group="runtime"),
     Setting("fsdp_shard", CLASS_NAMES, [],
             "fsdp: module classes sharded as units, e.g. [BasicBlock] ([]: the repeated class holding most "

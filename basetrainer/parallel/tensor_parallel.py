@@ -18,9 +18,11 @@ A style is one of:
   whole again;
 - ``colwise_gather``: ``colwise``, then the outputs gathered (a last layer whose output leaves the
   tensor-parallel part whole);
-- ``sequence_parallel``: a norm or dropout run on a shard of the sequence (dim 1);
 
-or a ``ParallelStyle`` object (from a hook or a model's method) for anything else. The classic
+or a ``ParallelStyle`` object (from a hook or a model's method) for anything else: sequence
+parallelism (``SequenceParallel`` on the norms) changes the layout of the residual stream
+between layers, so it needs ``input_layouts``/``output_layouts`` on its neighbours too, and
+only a plan written as objects can say that. The classic
 pair is a ``colwise`` layer followed by a ``rowwise`` one: one all-reduce per pair in forward.
 A model whose code reshapes by a fixed head count must read its local count off the tensor
 (``view(batch, length, -1, head_dim)``).
@@ -33,13 +35,12 @@ from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     ParallelStyle,
     RowwiseParallel,
-    SequenceParallel,
     parallelize_module,
 )
 
 from ..errors import ConfigError
 
-STYLES = ("colwise", "rowwise", "colwise_gather", "sequence_parallel")
+STYLES = ("colwise", "rowwise", "colwise_gather")
 
 
 def style_of(name: str) -> ParallelStyle:
@@ -50,8 +51,6 @@ def style_of(name: str) -> ParallelStyle:
         return RowwiseParallel()
     if name == "colwise_gather":
         return ColwiseParallel(output_layouts=Replicate())
-    if name == "sequence_parallel":
-        return SequenceParallel()
     raise ConfigError(f"tensor parallel style {name!r} is none of {', '.join(STYLES)}: use one of them, or give a "
                       f"ParallelStyle from build_parallel_plan")
 

@@ -23,6 +23,7 @@ from basetrainer.parallel.tensor_parallel import resolve_plan
 from support import TESTS
 from support.compare import same_weights
 from support.processes import run_python
+from support.workers.fsdp_worker import Indexed
 from support.workers.mesh_worker import TensorParallelMLP
 
 WORKER = os.path.join(TESTS, "support", "workers", "mesh_worker.py")
@@ -64,6 +65,19 @@ def test_every_layout_trains_the_weights_one_process_trains_on_the_union_batch(m
     assert sorted(run["weights"]) == sorted(reference)  # whole weights, the model's own names
     for key, value in reference.items():
         torch.testing.assert_close(run["weights"][key], value, rtol=0, atol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tp4", "fsdp_tp", "hsdp_tp", "hsdp"])
+def test_evaluation_and_predict_count_every_test_sample_once_whatever_the_layout(meshes, name):
+    run = trained(meshes, name)
+    model = TensorParallelMLP()
+    model.load_state_dict(run["weights"])
+    x, y = (torch.stack(column) for column in list(zip(*Indexed(37, 1)))[:2])  # the worker's test set
+    with torch.no_grad():
+        outputs = model(x)
+    torch.testing.assert_close(run["predicted"], outputs, rtol=0, atol=1e-5)  # 37 rows, in dataset order
+    assert run["logs"]["test"]["loss"] == pytest.approx(nn.functional.cross_entropy(outputs, y).item(), abs=1e-5)
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ right after the step's checkpoint, as a killed job ends; ``name=R,S,T<other`` re
 last checkpoint; ``+ema`` adds an EMA of the weights, decay 0.9, which the weights written are then). For each, rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
 and every rank's data-parallel rank and the sample indices it trained on. ``<out>/reference<D>.pt``
 are the weights a hand-written one-process loop reaches on the union of ``D`` processes' batches, and
-``<out>/reference_ema<D>.pt`` their EMA.
+``<out>/reference_ema<D>.pt`` their EMA. The test set (37 samples, batches of 5: shards of unequal length)
+is evaluated at the end (``logs["test"]["loss"]``) and predicted (``trainer.predict``).
 
     python tests/support/workers/mesh_worker.py --out DIR --procs 4 tp4=1,1,4 fsdp_tp=1,2,2 ...
 """
@@ -23,6 +24,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/
 
 from basetrainer.callbacks.ema import EMA  # noqa: E402
+from basetrainer.callbacks.losses_recorder import LossesRecorder  # noqa: E402
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint  # noqa: E402
 from basetrainer.data.samplers import StreamSampler  # noqa: E402
 from basetrainer.distributed import comm  # noqa: E402
@@ -86,7 +88,7 @@ class MeshTrainer(EngineTrainer):
         return torch.optim.SGD(self.model.parameters(), lr=LR)
 
     def build_callbacks(self, cfg):
-        return [ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), indicator="loss", mode="min",
+        return [LossesRecorder(), ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), indicator="loss", mode="min",
                                 every_n_iters=1 if cfg.cut_at else 0), CutOff(cfg.cut_at)] + (
                     [EMA(decay=EMA_DECAY)] if cfg.ema else [])
 
@@ -166,9 +168,10 @@ def main(args):
             continue
         weights = trainer.export_weights()
         seen = comm.all_gather((comm.get_data_parallel_rank(), trainer.seen))
+        predicted = trainer.predict(trainer.test_loader)
         if trainer.is_main_process:
-            torch.save({"weights": weights, "logs": logs, "seen": seen, "strategy": trainer.strategy.name},
-                       os.path.join(args.out, f"{name}.pt"))
+            torch.save({"weights": weights, "logs": logs, "seen": seen, "strategy": trainer.strategy.name,
+                        "predicted": predicted}, os.path.join(args.out, f"{name}.pt"))
         comm.synchronize()
     if comm.is_main_process():
         for data_parallel in (1, 2, 4):
