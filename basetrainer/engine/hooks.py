@@ -96,7 +96,7 @@ class TrainerHooks:
         ``kwargs`` may override ``sync_bn``, ``find_unused_parameters`` and ``broadcast_buffers``;
         ``distributed`` is kept for old scripts: several processes always mean DDP or FSDP."""
         self.strategy = select_strategy(self.options, self.device, device_ids, mesh=self.mesh,
-                                        plan=lambda model: self.build_parallel_plan(model, self.options.mesh.tp),
+                                        plan=lambda model: self.build_parallel_plan(model, self.mesh.shape.tp),
                                         **kwargs)
         return self.strategy.wrap(model)
 

@@ -149,21 +149,18 @@ def _communication(local_sgd: dict, compression: str, powersgd: dict, strategy: 
 
 
 def _mesh(parallel: dict, communication: Communication) -> Optional[MeshShape]:
-    """The device mesh ``parallel.mesh`` asks for on this run's processes (:mod:`basetrainer.parallel.mesh`), or None;
-    what cannot go with a mesh is refused here."""
+    """The device mesh ``parallel.mesh`` asks for (:mod:`basetrainer.parallel.mesh`; fitted to the processes when
+    the trainer builds it), or None; what cannot go with a mesh is refused here."""
     sizes, plan = parallel["mesh"], parallel["tensor_parallel"]["plan"]
     if sizes is None:
         if plan:
             raise ConfigError("parallel.tensor_parallel.plan is set and parallel.mesh is not: set parallel.mesh "
                               "(e.g. {tp: 2, dp_shard: -1}), or remove the plan")
         return None
-    zero = [name for name, size in sizes.items() if size == 0]
-    if zero:
-        raise ConfigError(f"parallel.mesh: {zero[0]} is 0; a size is at least 1, or -1 to infer it")
     if communication.enabled:
         raise ConfigError("local_sgd and grad_compression apply to strategy ddp, and parallel.mesh shards with FSDP: "
                           "remove parallel.mesh, or set local_sgd.period: 0 and grad_compression: none")
-    return MeshShape.from_sizes(sizes, comm.get_world_size())
+    return MeshShape.requested(sizes)
 
 
 def _profile_steps(steps, profile) -> Optional[tuple]:

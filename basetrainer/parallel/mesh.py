@@ -7,7 +7,7 @@ Three named dimensions, outermost first (torchtitan's names and order)::
     tp             tensor parallel: each layer's matrices split over these processes
 
 The product of the sizes is the number of processes; one size may be -1, inferred from the
-others. Process ``r`` sits at ``(r // (dp_shard * tp), r // tp % dp_shard, r % tp)``: the
+others when the processes run (the process that launches them reads the config too, alone). Process ``r`` sits at ``(r // (dp_shard * tp), r // tp % dp_shard, r % tp)``: the
 processes of one tensor-parallel group are neighbours (on one machine when the launch puts
 consecutive ranks there, where the traffic of tensor parallelism belongs).
 
@@ -31,21 +31,37 @@ DIMENSIONS = ("dp_replicate", "dp_shard", "tp")
 
 @dataclass(frozen=True)
 class MeshShape:
-    """The sizes of the mesh's dimensions (see the module docstring); every size at least 1."""
+    """The sizes of the mesh's dimensions (see the module docstring): each at least 1, or -1 (at most one) until
+    :meth:`resolve` infers it from the number of processes."""
 
     dp_replicate: int = 1
     dp_shard: int = 1
     tp: int = 1
 
     @classmethod
-    def from_sizes(cls, sizes: dict, world_size: int) -> "MeshShape":
-        """The shape ``sizes`` asks for on ``world_size`` processes: one size of -1 is inferred; a product that is
-        not the number of processes is a ConfigError naming both."""
+    def requested(cls, sizes: dict) -> "MeshShape":
+        """The shape the config's ``parallel.mesh`` asks for, its form checked (the number of processes is known
+        only once they run: :meth:`resolve`)."""
         sizes = {name: sizes.get(name, 1) for name in DIMENSIONS}
+        zero = [name for name, size in sizes.items() if size < 1 and size != -1]
+        if zero:
+            raise ConfigError(f"parallel.mesh: {zero[0]} is {sizes[zero[0]]}; a size is at least 1, or -1 to infer it")
         inferred = [name for name, size in sizes.items() if size == -1]
         if len(inferred) > 1:
             raise ConfigError(f"parallel.mesh: {' and '.join(inferred)} are both -1; at most one size is inferred "
                               f"from the number of processes")
+        return cls(**sizes)
+
+    @classmethod
+    def from_sizes(cls, sizes: dict, world_size: int) -> "MeshShape":
+        """:meth:`requested`, then :meth:`resolve` on ``world_size`` processes."""
+        return cls.requested(sizes).resolve(world_size)
+
+    def resolve(self, world_size: int) -> "MeshShape":
+        """This shape on ``world_size`` processes, its -1 inferred; a product that is not the number of processes
+        is a ConfigError naming both."""
+        sizes = {name: getattr(self, name) for name in DIMENSIONS}
+        inferred = [name for name, size in sizes.items() if size == -1]
         known = math.prod(size for size in sizes.values() if size != -1)
         if inferred:
             if world_size % known:
@@ -53,11 +69,10 @@ class MeshShape:
                                   f"product {known}, so {inferred[0]} cannot be inferred: start a multiple of "
                                   f"{known} processes, or change the sizes")
             sizes[inferred[0]] = world_size // known
-        shape = cls(**sizes)
+        shape = type(self)(**sizes)
         if shape.size != world_size:
-            layout = " x ".join(f"{name} {size}" for name, size in sizes.items())
-            raise ConfigError(f"parallel.mesh is {layout} = {shape.size} processes and this run has {world_size}: "
-                              f"start {shape.size} processes, or set one size to -1 to infer it")
+            raise ConfigError(f"parallel.mesh is {shape.describe()} = {shape.size} processes and this run has "
+                              f"{world_size}: start {shape.size} processes, or set one size to -1 to infer it")
         return shape
 
     @property
@@ -97,13 +112,15 @@ class Mesh:
 
 
 def build_mesh(shape: Optional[MeshShape], device) -> Optional[Mesh]:
-    """Builds the named ``DeviceMesh`` of ``shape`` on ``device``'s type (every process calls it, in the same order)
+    """Builds the named ``DeviceMesh`` of ``shape`` (resolved on this run's processes: a ConfigError when they do
+    not fit it) on ``device``'s type (every process calls it, in the same order)
     and records the data-parallel group for the loaders and the metric sums
     (:func:`~basetrainer.distributed.comm.set_data_parallel`). No shape: no mesh, every process its own
     data-parallel rank."""
     comm.set_data_parallel(None, None, None)
     if shape is None:
         return None
+    shape = shape.resolve(comm.get_world_size())
     if not comm.is_distributed():
         return Mesh(shape, None)
     device_mesh = init_device_mesh(device.type, tuple(getattr(shape, name) for name in DIMENSIONS),

@@ -18,7 +18,7 @@ from basetrainer.config.kinds import Invalid, MappingOf, Text
 from basetrainer.engine.options import LoopOptions
 from basetrainer.errors import ConfigError
 from basetrainer.parallel.hybrid import clip_grad_norm_by_mesh
-from basetrainer.parallel.mesh import MeshShape, data_parallel_coordinates
+from basetrainer.parallel.mesh import MeshShape, build_mesh, data_parallel_coordinates
 from basetrainer.parallel.tensor_parallel import resolve_plan
 from support import TESTS
 from support.compare import same_weights
@@ -146,7 +146,7 @@ def test_ranks_of_one_tensor_parallel_group_share_a_data_parallel_rank():
 
 @pytest.mark.parametrize("parallel, message", [
     ({"mesh": {"tp": 0}}, "parallel.mesh: tp is 0; a size is at least 1, or -1"),
-    ({"mesh": {"tp": 2}}, "parallel.mesh is dp_replicate 1 x dp_shard 1 x tp 2 = 2 processes and this run has 1"),
+    ({"mesh": {"tp": -1, "dp_shard": -1}}, "dp_shard and tp are both -1"),
     ({"mesh": {"pp": 2}}, "parallel.*pp is no field of it"),
     ({"tensor_parallel": {"plan": {"blocks.*.up": "colwise"}}}, "plan is set and parallel.mesh is not"),
     ({"mesh": {"tp": 1}, "tensor_parallel": {"plan": {"blocks.*.up": "columnwise"}}}, "columnwise"),
@@ -162,10 +162,14 @@ def test_local_sgd_and_a_mesh_are_refused_together():
         LoopOptions.from_config({"parallel": {"mesh": {"tp": 1}}, "grad_compression": "bf16"})
 
 
-def test_a_one_process_mesh_is_read_and_makes_checkpoints_sharded():
-    options = LoopOptions.from_config({"parallel": {"mesh": {"dp_shard": -1}}})
-    assert options.mesh == MeshShape(1, 1, 1) and options.sharded
+def test_a_mesh_is_read_as_asked_and_fitted_to_the_processes_once_they_run():
+    # the process that launches the others reads the config alone: 4 processes' mesh is no error there
+    options = LoopOptions.from_config({"parallel": {"mesh": {"dp_shard": -1, "tp": 2}}})
+    assert options.mesh == MeshShape(1, -1, 2) and options.sharded
     assert not LoopOptions.from_config({}).sharded and LoopOptions.from_config({}).mesh is None
+    with pytest.raises(ConfigError, match="1 processes do not divide into the other sizes' product 2"):
+        build_mesh(options.mesh, torch.device("cpu"))  # the trainer's first step, before any loader or model
+    assert build_mesh(MeshShape(1, -1, 1), torch.device("cpu")).shape == MeshShape(1, 1, 1)
 
 
 def test_a_plan_names_modules_by_patterns_and_refuses_what_does_not_fit():
