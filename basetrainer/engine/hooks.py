@@ -2,7 +2,7 @@
 import torch
 
 from ..data import loaders as data
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..parallel import select_strategy, strategy_of
 from . import evaluation
 
@@ -56,6 +56,9 @@ class TrainerHooks:
             self.strategy = strategy_of(self.model, self.device, self.options.compile, self.options.communication)
             if self.strategy is None:
                 self.model = self.build_model_parallel(self.model)
+            elif self.mesh is not None:  # its loaders shard by the mesh's data-parallel rank: the model must too
+                raise ConfigError(f"build_model returned a {type(self.model).__name__} and parallel.mesh is set: "
+                                  f"return the model unwrapped (self.build_model_parallel(model) applies the mesh)")
             else:  # wrapped by the hook itself (DDP, DataParallel, FSDP)
                 self.model = self.strategy.adopt(self.model)
         self.criterion = self.build_criterion(cfg, **kwargs)

@@ -23,6 +23,7 @@ from basetrainer.parallel.tensor_parallel import resolve_plan
 from support import TESTS
 from support.compare import same_weights
 from support.processes import run_python
+from support.toy import ToyTrainer, toy_cfg
 from support.workers.fsdp_worker import Indexed
 from support.workers.mesh_worker import TensorParallelMLP
 
@@ -206,3 +207,19 @@ def test_clipping_by_mesh_equals_clip_grad_norm_on_plain_parameters():
     assert torch.equal(clip_grad_norm_by_mesh(second.parameters(), 0.1), expected)
     for a, b in zip(first.parameters(), second.parameters()):
         assert torch.equal(a.grad, b.grad)
+
+
+def test_a_model_the_hook_wrapped_itself_is_refused_under_a_mesh():
+    class Wrapping(ToyTrainer):
+        def build_model(self, cfg):
+            return nn.DataParallel(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)))
+
+    with pytest.raises(ConfigError, match="build_model returned a DataParallel and parallel.mesh is set: return the "
+                                          "model unwrapped"):
+        Wrapping(toy_cfg(parallel={"mesh": {"dp_shard": -1}}))
+
+
+def test_one_process_trains_under_a_mesh_of_one_as_without_one():
+    plain, meshed = ToyTrainer(toy_cfg()), ToyTrainer(toy_cfg(parallel={"mesh": {"dp_shard": -1, "tp": 1}}))
+    plain.run(), meshed.run()
+    assert same_weights(plain.model.state_dict(), meshed.model.state_dict())
