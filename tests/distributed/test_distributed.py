@@ -187,9 +187,10 @@ def test_more_gpus_than_present_is_a_clear_error(monkeypatch):
         launch_module.launch(print, 4, args=("never runs",))
 
 
-def test_gpu_ids_on_a_machine_without_cuda_train_on_the_cpu_with_one_warning(caplog):
+def test_gpu_ids_on_a_machine_without_cuda_train_on_the_cpu_with_one_warning(caplog, monkeypatch):
     from basetrainer.distributed import comm
 
+    monkeypatch.setattr(comm, "_warned", set())  # once per process: an earlier test (the fuzz tests) may have warned
     with caplog.at_level("WARNING", logger="basetrainer"):
         devices = [comm.get_device([1]), comm.get_device([1]), comm.get_device([0])]
     if torch.cuda.is_available():
