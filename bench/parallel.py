@@ -33,23 +33,12 @@ from torch.utils.data import TensorDataset
 
 from basetrainer.distributed import comm
 from basetrainer.distributed.launch import launch
-from basetrainer.engine.trainer import EngineTrainer
+from fsdp import BATCH, FeedForward, local_bytes  # bench/fsdp.py, beside this file
+from fsdp import BenchTrainer as FSDPBenchTrainer
 
-BATCH, WARMUP, PROCESSES = 32, 5, 4
+WARMUP, PROCESSES = 5, 4
 LAYOUTS = (("TP 4", (1, 1, 4)), ("FSDP 2 x TP 2", (1, 2, 2)), ("HSDP 2x1 x TP 2", (2, 1, 2)),
            ("FSDP 4", (1, 4, 1)), ("HSDP 2x2", (2, 2, 1)))
-
-
-class FeedForward(nn.Module):
-    """A transformer's feed-forward block: x + W2 gelu(W1 norm(x)), hidden width 4x."""
-
-    def __init__(self, width):
-        super().__init__()
-        self.norm = nn.LayerNorm(width)
-        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
 
 
 class Stack(nn.Sequential):
@@ -62,10 +51,6 @@ def make_model(width, blocks):
     return Stack(*[FeedForward(width) for _ in range(blocks)], nn.Linear(width, 10))
 
 
-def local_bytes(tensors) -> int:
-    return sum((t.to_local() if hasattr(t, "to_local") else t).numel() * t.element_size() for t in tensors)
-
-
 def held_bytes(model, optimizer) -> dict:
     params = list(model.parameters())
     state = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t) and t.dim()]
@@ -73,11 +58,9 @@ def held_bytes(model, optimizer) -> dict:
             "optimizer": local_bytes(state)}
 
 
-class BenchTrainer(EngineTrainer):
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.build(cfg)
-        self.step_times, self.held = [], None
+class BenchTrainer(FSDPBenchTrainer):
+    """bench/fsdp.py's trainer (it measures the bytes held and each step's time) on this stack, its data shared out
+    over the data-parallel processes."""
 
     def build_train_loader(self, cfg):
         g = torch.Generator().manual_seed(0)
@@ -85,31 +68,8 @@ class BenchTrainer(EngineTrainer):
         data = TensorDataset(torch.randn(samples, cfg["width"], generator=g), torch.randint(0, 10, (samples,), generator=g))
         return self.build_dataloader(data, BATCH, 0, phase="train")
 
-    def build_test_loader(self, cfg):
-        return None
-
     def build_model(self, cfg):
         return self.build_model_parallel(make_model(cfg["width"], cfg["blocks"]))
-
-    def build_criterion(self, cfg):
-        return nn.CrossEntropyLoss()
-
-    def build_optimizer(self, cfg):
-        return torch.optim.AdamW(self.model.parameters(), lr=1e-3)
-
-    def build_callbacks(self, cfg):
-        return []
-
-    def train_step(self, inputs):
-        start = time.perf_counter()
-        result = super().train_step(inputs)
-        self.step_times.append(time.perf_counter() - start)
-        return result
-
-    def optimizer_step(self):
-        if self.held is None and self.optimizer.state:  # the second step: optimizer state exists
-            self.held = held_bytes(self.model, self.optimizer)
-        super().optimizer_step()
 
 
 def engine(cfg, layout) -> dict:

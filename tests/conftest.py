@@ -25,9 +25,10 @@ def pytest_configure(config):
     """Builds matplotlib's font cache before any test runs: on a machine where it is missing, the first plot
     runs ``fc-list``, which the fast tier's guard would take for a test starting a process."""
     try:
-        import matplotlib.font_manager  # noqa: F401
+        from matplotlib import font_manager
     except ImportError:
-        pass
+        return
+    font_manager.findfont("DejaVu Sans")
 
 
 def pytest_collection_modifyitems(config, items):
