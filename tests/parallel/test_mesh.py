@@ -39,12 +39,15 @@ JOBS = {  # name: (layout, the data-parallel size of the one-process reference i
     "resumed": ("1,2,2<half", 2),
     "resharded": ("2,1,2<half", 2),
     "on_fewer": ("1,1,4<half", 2),  # data-parallel 2 -> 1: accumulation 4 keeps the global batch
+    "after_stop": ("1,2,2<stopped", 2),  # the job stopped by SIGTERM, resumed
 }  # and "single": "half" resumed in one process, no process group
 
 
 @pytest.fixture(scope="module")
 def meshes(tmp_path_factory):
     out = tmp_path_factory.mktemp("meshes")
+    stopped = run_python([WORKER, "--out", out, "stopped=1,2,2!2"], timeout=300)  # SIGTERM after step 2
+    (out / "stopped.log").write_text(f"{stopped.returncode}\n{stopped.stderr}")
     result = run_python([WORKER, "--out", out, *(f"{name}={layout}" for name, (layout, _) in JOBS.items())],
                         timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -117,6 +120,14 @@ def test_a_checkpoint_of_a_2x2_mesh_resumes_on_another_layout_and_continues_the_
     resharded, uninterrupted = trained(meshes, name)["weights"], trained(meshes, "fsdp_tp")["weights"]
     for key, value in uninterrupted.items():
         torch.testing.assert_close(resharded[key], value, rtol=0, atol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+def test_a_stop_signal_on_a_mesh_saves_exits_75_and_the_resumed_run_ends_bitwise_where_an_uninterrupted_one_does(
+        meshes):
+    code, stderr = (meshes / "stopped.log").read_text().split("\n", 1)
+    assert code == "75" and "stopped by SIGTERM" in stderr, stderr[-3000:]
+    assert same_weights(trained(meshes, "after_stop")["weights"], trained(meshes, "fsdp_tp")["weights"])
 
 
 @pytest.mark.slow

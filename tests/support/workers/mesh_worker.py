@@ -4,7 +4,9 @@ A residual MLP whose blocks are a colwise and a rowwise Linear (the model carrie
 plan) trains with SGD, accumulation 2 and clipping at 0.5 for a few steps on each layout named on
 the command line, one after the other in the same processes (a layout is ``name=R,S,T``: dp_replicate,
 dp_shard and tp; ``name=R,S,T@STEPS`` is cut off after that many optimizer steps, every process raising
-right after the step's checkpoint, as a killed job ends; ``name=R,S,T<other`` resumes from ``other``'s
+right after the step's checkpoint, as a killed job ends; ``name=R,S,T!STEPS`` sends SIGTERM to the launcher
+after that many steps, as a cluster does before it pre-empts a job (the job saves and exits 75: run it
+alone); ``name=R,S,T<other`` resumes from ``other``'s
 last checkpoint; ``+ema`` adds an EMA of the weights, decay 0.9, which the weights written are then). For each, rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
 and every rank's data-parallel rank and the sample indices it trained on. ``<out>/reference<D>.pt``
 are the weights a hand-written one-process loop reaches on the union of ``D`` processes' batches, and
@@ -16,6 +18,7 @@ is evaluated at the end (``logs["test"]["loss"]``) and predicted (``trainer.pred
 import argparse
 import copy
 import os
+import signal
 import sys
 
 import torch
@@ -89,7 +92,8 @@ class MeshTrainer(EngineTrainer):
 
     def build_callbacks(self, cfg):
         return [LossesRecorder(), ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), indicator="loss", mode="min",
-                                every_n_iters=1 if cfg.cut_at else 0), CutOff(cfg.cut_at)] + (
+                                every_n_iters=1 if cfg.cut_at else 0), CutOff(cfg.cut_at or cfg.signal_at,
+                                                                              bool(cfg.signal_at))] + (
                     [EMA(decay=EMA_DECAY)] if cfg.ema else [])
 
     def run_step(self, inputs):
@@ -101,17 +105,23 @@ class MeshTrainer(EngineTrainer):
 
 
 class CutOff(Callback):
-    """Raises :class:`Cut` after optimizer step ``at``, once its checkpoint is written (0: never)."""
+    """After optimizer step ``at`` (0: never): raises :class:`Cut` once the step's checkpoint is written, or with
+    ``signal`` sends SIGTERM from rank 0 to the launcher."""
 
     priority = LOWEST + 1  # after ModelCheckpoint
 
-    def __init__(self, at):
+    def __init__(self, at, signal_launcher=False):
         super().__init__()
-        self.at = at
+        self.at, self.signal_launcher = at, signal_launcher
 
     def on_batch_end(self, batch, logs=None):
-        if self.at and self.trainer.state.global_step == self.at and not self.trainer.state.accumulating:
+        trainer = self.trainer
+        if not self.at or trainer.state.global_step != self.at or trainer.state.accumulating:
+            return
+        if not self.signal_launcher:
             raise Cut()
+        if trainer.is_main_process:
+            os.kill(os.getppid(), signal.SIGTERM)
 
 
 class Cut(Exception):
@@ -147,18 +157,19 @@ def parse_job(text):
     name, _, spec = text.partition("=")
     spec, ema, _ = spec.partition("+ema")
     spec, _, resume = spec.partition("<")
+    spec, _, signal_at = spec.partition("!")
     spec, _, steps = spec.partition("@")
     sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), (int(size) for size in spec.split(","))))
-    return name, sizes, int(steps or 0), resume or None, bool(ema)
+    return name, sizes, int(steps or 0), int(signal_at or 0), resume or None, bool(ema)
 
 
 def main(args):
     torch.set_num_threads(1)
     for job in args.jobs:
-        name, sizes, cut_at, resume, ema = parse_job(job)
-        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED, cut_at=cut_at, ema=ema,
-                  accumulate_grad_batches=ACCUMULATE, clip_grad_norm=CLIP, progress=False,
-                  parallel={"mesh": sizes},
+        name, sizes, cut_at, signal_at, resume, ema = parse_job(job)
+        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED, ema=ema,
+                  cut_at=cut_at, signal_at=signal_at, stop_check_every=1, accumulate_grad_batches=ACCUMULATE,
+                  clip_grad_norm=CLIP, progress=False, parallel={"mesh": sizes},
                   resume=os.path.join(args.out, resume, "model", "last") if resume else None)
         trainer = MeshTrainer(cfg)
         try:
