@@ -97,8 +97,11 @@ class FSDPStrategy(Strategy):
         self._keep_batchnorm_statistics_equal(model)
         if comm.is_main_process():
             how = "fsdp_shard" if self.shard_classes else "chosen automatically: the repeated modules holding most parameters"
-            logger.info("fsdp: %d unit(s) of %s (%s) and the root, sharded over %d processes", len(units),
-                        ", ".join(classes) or "no class", how, options["mesh"].size())
+            mesh = options["mesh"]  # 1-D: shards; 2-D (HSDP): replicas of shards
+            over = f"{mesh.size()} processes" if mesh.ndim == 1 else \
+                f"{mesh.size(1)} process(es), {mesh.size(0)} replicas (HSDP)"
+            logger.info("fsdp: %d unit(s) of %s (%s) and the root, sharded over %s", len(units),
+                        ", ".join(classes) or "no class", how, over)
         return model
 
     def units(self, model: nn.Module) -> list:
