@@ -1,4 +1,5 @@
-"""Data loaders sharded by data-parallel rank (the global rank without a device mesh), and what the loop asks of a loader: its length, its samples, a resumed epoch."""
+"""Data loaders sharded by data-parallel rank (the global rank without a device mesh), and what the loop asks of a
+loader: its length, its samples, a resumed epoch."""
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, SequentialSampler
 
@@ -43,8 +44,8 @@ def build_dataloader(
     generator = None
     if train:
         kind = StreamSampler if stream else TrainSampler
-        sampler = kind(dataset, num_replicas=world_size, rank=comm.get_data_parallel_rank() if distributed else 0, shuffle=shuffle,
-                       seed=seed)
+        rank = comm.get_data_parallel_rank() if distributed else 0
+        sampler = kind(dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed)
         generator = sampler.worker_generator
     elif world_size > 1:
         sampler = EvalSampler(dataset, num_replicas=world_size)

@@ -115,7 +115,8 @@ def predict(loader, model, step, strategy):
     outputs = _concat(rows) if rows else None
     if order is not None and outputs is not None:
         order = order[: _rows(outputs)]  # drop_last: the loader left the short batch out
-    gathered = [(order, outputs) for order, outputs in comm.all_gather((order, outputs), data_parallel=True) if outputs is not None]
+    gathered = [(order, outputs) for order, outputs in comm.all_gather((order, outputs), data_parallel=True)
+                if outputs is not None]
     if not gathered:
         raise ValueError("predict: the loader gave no batch on any process")
     if any(order is None for order, _ in gathered):

@@ -17,9 +17,10 @@ class Strategy:
 
     :meth:`wrap` applies everything to the model in one order, the same for every kind
     (torchtitan's): module conversions the kind needs (SyncBatchNorm), the model-parallel
-    split (tensor parallel: :meth:`split`), activation checkpointing, ``compile`` (in place, so ``state_dict`` keys stay the model's), this
-    process's device (channels-last if asked), then the kind's own wrapper or sharding
-    (:meth:`distribute`). A kind overrides the steps it does differently.
+    split (tensor parallel: :meth:`split`), activation checkpointing, ``compile`` (in place,
+    so ``state_dict`` keys stay the model's), this process's device (channels-last if asked),
+    then the kind's own wrapper or sharding (:meth:`distribute`). A kind overrides the steps it
+    does differently.
     """
 
     name = "single"

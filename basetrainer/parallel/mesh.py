@@ -7,8 +7,9 @@ Three named dimensions, outermost first (torchtitan's names and order)::
     tp             tensor parallel: each layer's matrices split over these processes
 
 The product of the sizes is the number of processes; one size may be -1, inferred from the
-others when the processes run (the process that launches them reads the config too, alone). Process ``r`` sits at ``(r // (dp_shard * tp), r // tp % dp_shard, r % tp)``: the
-processes of one tensor-parallel group are neighbours (on one machine when the launch puts
+others when the processes run (the process that launches them reads the config too, alone).
+Process ``r`` sits at ``(r // (dp_shard * tp), r // tp % dp_shard, r % tp)``: the processes
+of one tensor-parallel group are neighbours (on one machine when the launch puts
 consecutive ranks there, where the traffic of tensor parallelism belongs).
 
 The data-parallel dimensions are ``dp_replicate`` and ``dp_shard`` together: processes that
