@@ -9,7 +9,8 @@ Where ``last.pth`` would be written, ``last/`` is::
 
 It holds ``model`` (:func:`torch.distributed.checkpoint.state_dict.get_model_state_dict`: each
 rank's shards under FSDP, keys free of ``module.``, ``_orig_mod.`` and
-``_checkpoint_wrapped_module.``), ``optimizer`` (likewise),
+``_checkpoint_wrapped_module.``; under a pipeline each process's stages), ``optimizer`` (likewise, flattened:
+keyed by parameter name; the nested form of earlier checkpoints still loads),
 ``loop`` (rank 0's training state less the weights, as in ``last.pth``: counters, callbacks,
 scaler, every rank's RNG states, config; serialized and read back with ``weights_only=True``)
 and ``rank<r>`` (what differs per rank and would otherwise collapse to one rank's copy: the
@@ -34,6 +35,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
     get_model_state_dict,
     get_optimizer_state_dict,
     set_model_state_dict,
@@ -51,6 +53,10 @@ from .safe_dcp import METADATA_FILE, read_metadata
 logger = get_logger()
 
 _PER_RANK = ("loss_tally", "samples_seen")
+# The optimizer state keyed by parameter name, settings included ("optimizer.param_groups.<name>.lr"): the processes of
+# a pipeline hold different parameters, and the nested form's one list of names per group would collide between them.
+FLAT = StateDictOptions(flatten_optimizer_state_dict=True)
+NESTED_OPTIMIZER_KEY = "optimizer.param_groups.0.params"  # only in the nested form (checkpoints of earlier versions)
 
 
 def checkpoint_directory(path) -> str:
@@ -88,7 +94,8 @@ class ShardedCheckpointer:
         token = comm.broadcast_object(uuid.uuid4().hex[:8])  # the same name on every rank
         version = os.path.join(os.path.dirname(directory), _version_name(directory, loop_state["iteration"], token))
         reshard(model)  # what an evaluation's forward left gathered
-        state = {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, optimizer),
+        state = {"model": get_model_state_dict(model),
+                 "optimizer": get_optimizer_state_dict(model, optimizer, options=FLAT),
                  f"rank{comm.get_rank()}": _encode({key: loop_state.get(key) for key in _PER_RANK})}
         if comm.is_main_process():
             state["loop"] = _encode(loop_state)
@@ -123,13 +130,15 @@ class ShardedCheckpointer:
         saved_ranks = sum(key.startswith("rank") and key[4:].isdigit() for key in metadata.state_dict_metadata)
         own = f"rank{comm.get_rank()}"
         reshard(model)  # the shards are what is loaded into
-        state = {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, optimizer),
+        options = FLAT if NESTED_OPTIMIZER_KEY not in metadata.state_dict_metadata else StateDictOptions()
+        state = {"model": get_model_state_dict(model),
+                 "optimizer": get_optimizer_state_dict(model, optimizer, options=options),
                  "loop": _buffer(metadata, "loop", directory)}
         if saved_ranks == comm.get_world_size():
             state[own] = _buffer(metadata, own, directory)
         safe_dcp.load(state, directory, no_dist=not comm.is_distributed())
         set_model_state_dict(model, state["model"])
-        set_optimizer_state_dict(model, optimizer, state["optimizer"])
+        set_optimizer_state_dict(model, optimizer, state["optimizer"], options=options)
         saved = _decode(state["loop"], directory)
         if own in state:
             saved.update(_decode(state[own], directory))

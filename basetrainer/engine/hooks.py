@@ -69,6 +69,11 @@ class TrainerHooks:
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
         if self.options.amp == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
+        if self.strategy.pipeline is not None and type(self).run_step.__qualname__ != "EngineTrainer.run_step":
+            raise ConfigError(f"{type(self).__name__} overrides run_step, and a pipeline (parallel.mesh.pp > 1) runs "
+                              f"the model stage by stage with the criterion on the last stage: give the loss as "
+                              f"build_criterion's criterion(outputs, targets), or set parallel.mesh.pp: 1")
+        self.strategy.attach_loss(self.criterion, self.autocast, self.scaler)  # a pipeline's last stage computes it
 
     def _plan_training(self, loader):
         """How long the run is: ``num_epochs`` epochs, or the epochs ``max_iters`` steps take."""
@@ -100,7 +105,7 @@ class TrainerHooks:
         ``distributed`` is kept for old scripts: several processes always mean DDP or FSDP."""
         self.strategy = select_strategy(self.options, self.device, device_ids, mesh=self.mesh,
                                         plan=lambda model: self.build_parallel_plan(model, self.mesh.shape.tp),
-                                        **kwargs)
+                                        pipeline=self.options.pipeline, **kwargs)
         return self.strategy.wrap(model)
 
     def build_parallel_plan(self, model, tp_size: int):

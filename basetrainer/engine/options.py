@@ -11,7 +11,8 @@ from ..distributed import comm
 from ..errors import ConfigError
 from ..parallel.communication import Communication
 from ..parallel.mesh import MeshShape
-from .settings import LOOP_SETTINGS
+from ..parallel.pipeline import PipelinePlan
+from .settings import LOOP_SETTINGS, PIPELINE
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 PROFILE_STEPS = (1, 1, 3)  # what ``profile: true`` traces: wait, warmup, active batches
@@ -49,7 +50,8 @@ class LoopOptions:
     accepts, its default and unit); ``profile`` is read into ``profile_steps``; ``local_sgd``,
     ``grad_compression`` and ``powersgd`` into ``communication``, what DDP's replicas send
     (:mod:`basetrainer.parallel.communication`); ``parallel`` into ``mesh`` (a
-    :class:`~basetrainer.parallel.mesh.MeshShape`, or None) and ``tensor_parallel_plan``.
+    :class:`~basetrainer.parallel.mesh.MeshShape`, or None), ``tensor_parallel_plan`` and ``pipeline`` (a
+    :class:`~basetrainer.parallel.pipeline.PipelinePlan`, or None without ``pp``).
     """
 
     num_epochs: int
@@ -78,6 +80,7 @@ class LoopOptions:
     communication: Communication
     mesh: Optional[MeshShape]
     tensor_parallel_plan: Optional[dict]
+    pipeline: Optional[PipelinePlan]
     resume: Optional[str]
     work_dir: Optional[str]
     profile_steps: Optional[tuple]
@@ -122,6 +125,7 @@ class LoopOptions:
             "communication": communication,
             "mesh": mesh,
             "tensor_parallel_plan": parallel["tensor_parallel"]["plan"],
+            "pipeline": _pipeline(parallel, mesh),
         })
 
 
@@ -161,6 +165,22 @@ def _mesh(parallel: dict, communication: Communication) -> Optional[MeshShape]:
         raise ConfigError("local_sgd and grad_compression apply to strategy ddp, and parallel.mesh shards with FSDP: "
                           "remove parallel.mesh, or set local_sgd.period: 0 and grad_compression: none")
     return MeshShape.requested(sizes)
+
+
+def _pipeline(parallel: dict, mesh: Optional[MeshShape]) -> Optional[PipelinePlan]:
+    """``parallel.pipeline`` as a plan when the mesh has a ``pp`` dimension; set without one, a ConfigError."""
+    values = parallel["pipeline"]
+    if mesh is None or mesh.pp == 1:
+        if values != PIPELINE.defaults():
+            raise ConfigError("parallel.pipeline is set and parallel.mesh has no pp dimension: set parallel.mesh.pp "
+                              "(e.g. 2, the number of pipeline stages), or remove parallel.pipeline")
+        return None
+    plan = PipelinePlan(values["schedule"], values["microbatches"], tuple(values["split"] or ()) or None,
+                        values["stages_per_rank"])
+    if plan.split and mesh.pp != -1 and len(plan.split) != plan.stages(mesh.pp) - 1:
+        raise ConfigError(f"parallel.pipeline.split has {len(plan.split)} point(s) and {plan.stages(mesh.pp)} "
+                          f"stages need {plan.stages(mesh.pp) - 1}: name where each stage after the first begins")
+    return plan
 
 
 def _profile_steps(steps, profile) -> Optional[tuple]:

@@ -8,6 +8,7 @@ import argparse
 
 from ..config.kinds import Boolean, Choice, Fields, Integer, ListOf, MappingOf, Number, OneOf, Positions, Text
 from ..config.schema import Schema, Setting
+from ..parallel.pipeline import SCHEDULES
 from ..parallel.tensor_parallel import STYLES
 
 AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
@@ -16,10 +17,15 @@ LOCAL_SGD = Fields(period=(Integer(minimum=0), 0), warmup_steps=(Integer(minimum
 # DDP lays out its gradient buckets anew after its first step: PowerSGD starts at step 2 at the earliest
 POWERSGD = Fields(rank=(Integer(minimum=1), 1), start_step=(Integer(minimum=2), 10))
 MESH_SIZE = Integer(minimum=-1)  # -1: inferred from the number of processes (0 is refused with the product)
-MESH = Fields(dp_replicate=(MESH_SIZE, 1), dp_shard=(MESH_SIZE, 1), tp=(MESH_SIZE, 1))
+MESH = Fields(pp=(MESH_SIZE, 1), dp_replicate=(MESH_SIZE, 1), dp_shard=(MESH_SIZE, 1), tp=(MESH_SIZE, 1))
 PATTERN = Text(non_empty=True, meaning="a module-name pattern", plural="module-name patterns")
 TENSOR_PARALLEL = Fields(plan=(MappingOf(PATTERN, Choice(*STYLES)), None))
-PARALLEL = Fields(mesh=(MESH, None), tensor_parallel=(TENSOR_PARALLEL, TENSOR_PARALLEL.defaults()))
+MODULE_NAME = Text(pattern=r"[A-Za-z0-9_.]+", meaning="a module name", plural="module names")
+PIPELINE = Fields(schedule=(Choice(*SCHEDULES), "1F1B"), microbatches=(Integer(minimum=1), None),
+                  split=(ListOf(MODULE_NAME, min_length=1, unique=True), None),
+                  stages_per_rank=(Integer(minimum=1), None))
+PARALLEL = Fields(mesh=(MESH, None), tensor_parallel=(TENSOR_PARALLEL, TENSOR_PARALLEL.defaults()),
+                  pipeline=(PIPELINE, PIPELINE.defaults()))
 CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
 #: Every config key the loop reads. A task adds its own keys with ``LOOP_SETTINGS + Schema([...])``.

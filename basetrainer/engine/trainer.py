@@ -168,22 +168,18 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
         return state.stop_requested or state.finished
 
     def train_step(self, inputs):
-        """One batch: forward and loss under autocast, backward, and the optimizer step
-        at the end of each accumulation window. Returns ``run_step``'s ``(outputs, losses)``."""
+        """One batch: forward and loss under autocast and backward (``run_step``, or a pipeline's schedule: see
+        ``Strategy.forward_backward``), and the optimizer step at the end of each accumulation window. Returns
+        ``(outputs, losses)``."""
         state = self.state
         step_now, window = self._accumulation_window(state.batch)
         state.accumulating = not step_now
         with self._gradient_sync(step_now):
-            with self.autocast():
-                outputs, losses = self.run_step(inputs)
-            loss = total_loss(losses)
-            state.loss = loss.detach()  # callbacks read this rather than each detaching the loss again
-            size = batch_size(inputs)
-            state.samples_seen += size
-            state.loss_tally.add(state.loss, size)  # summed, and checked for NaN/inf, every few batches
-            if window > 1:
-                loss = loss / window
-            (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+            outputs, losses = self.strategy.forward_backward(self.model, self._forward, inputs, window, self.scaler)
+        state.loss = total_loss(losses).detach()  # callbacks read this rather than each detaching the loss again
+        size = batch_size(inputs)
+        state.samples_seen += size
+        state.loss_tally.add(state.loss, size)  # summed, and checked for NaN/inf, every few batches
         if step_now:
             self.optimizer_step()
         if state.loss_tally.pending >= self.options.nonfinite_check_every:
@@ -269,7 +265,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
 
     # ------------------------------------------------------------------ loop helpers
     def _forward(self, inputs):
-        """``run_step`` on a batch moved to the device, under autocast: one evaluation batch."""
+        """``run_step`` on a batch on the device (moved there if it is not yet), under autocast."""
         with self.autocast():
             return self.run_step(self.to_device(inputs))
 

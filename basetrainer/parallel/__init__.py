@@ -2,7 +2,8 @@
 
 ``select_strategy`` is the one place that chooses, from the process layout and the config:
 
-- several processes and ``parallel.mesh``: :class:`MeshStrategy` (tensor parallel, FSDP/HSDP; :mod:`.hybrid`);
+- several processes and ``parallel.mesh``: :class:`MeshStrategy` (pipeline and tensor parallel, FSDP/HSDP;
+  :mod:`.hybrid`);
 - several processes: :class:`DDPStrategy`, or :class:`FSDPStrategy` with ``strategy: fsdp``;
 - one process and several GPUs in ``gpu_id``: :class:`DataParallelStrategy`;
 - otherwise: :class:`Strategy` (one device, no wrapper).
@@ -33,11 +34,12 @@ __all__ = ["Strategy", "DataParallelStrategy", "DDPStrategy", "FSDPStrategy", "M
            "strategy_of", "unwrap_model"]
 
 
-def select_strategy(options, device, device_ids=None, mesh=None, plan=None, **overrides) -> Strategy:
+def select_strategy(options, device, device_ids=None, mesh=None, plan=None, pipeline=None, **overrides) -> Strategy:
     """The strategy for this process: ``options`` is the trainer's :class:`~basetrainer.engine.options.LoopOptions`;
     ``device_ids`` the GPUs asked for (default ``options.gpu_id``); ``mesh`` the built device mesh
-    (:func:`~basetrainer.parallel.mesh.build_mesh`) and ``plan`` what gives its tensor-parallel plan
-    (see :class:`MeshStrategy`); ``overrides`` replace
+    (:func:`~basetrainer.parallel.mesh.build_mesh`), ``plan`` what gives its tensor-parallel plan
+    and ``pipeline`` its :class:`~basetrainer.parallel.pipeline.PipelinePlan` (see :class:`MeshStrategy`);
+    ``overrides`` replace
     the DDP options (``sync_bn``, ``find_unused_parameters``, ``broadcast_buffers``; FSDP takes
     the first and the last). One process with ``strategy: fsdp`` trains unsharded, and reads and
     writes the same sharded checkpoints."""
@@ -56,7 +58,7 @@ def select_strategy(options, device, device_ids=None, mesh=None, plan=None, **ov
         fsdp.update(shard_classes=options.fsdp_shard, amp=options.amp, cpu_offload=options.fsdp_cpu_offload,
                     reshard_after_forward=options.fsdp_reshard_after_forward)
         if mesh is not None:
-            return MeshStrategy(device, mesh, plan, **fsdp, **common)
+            return MeshStrategy(device, mesh, plan, pipeline, **fsdp, **common)
         return FSDPStrategy(device, **fsdp, **common)
     if comm.get_world_size() > 1:
         ddp = dict(sync_bn=options.sync_bn, find_unused_parameters=options.find_unused_parameters,

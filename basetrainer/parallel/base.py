@@ -5,6 +5,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
+from ..utils.batch import total_loss
 from .activation_checkpointing import checkpoint_activations
 
 
@@ -25,6 +26,7 @@ class Strategy:
 
     name = "single"
     sharded_checkpoint = False  # True: checkpoints are directories of per-rank shards (basetrainer.checkpoint.sharded)
+    pipeline = None  # a basetrainer.parallel.pipeline.Pipeline where the model's stages are spread over processes
 
     def __init__(self, device: torch.device, channels_last: bool = False, activation_checkpointing=(),
                  compile: bool = False):
@@ -65,6 +67,21 @@ class Strategy:
         if self.compile:
             model.compile()
         return model
+
+    def attach_loss(self, criterion, autocast, scaler) -> None:
+        """Called once the criterion (and fp16's gradient ``scaler``) exist: a pipeline computes the loss on its last
+        stage, under ``autocast()``. Nothing here."""
+
+    def forward_backward(self, model: nn.Module, forward, inputs, scale: int, scaler):
+        """One batch's forward and backward. ``forward(inputs)`` gives ``(outputs, losses)`` (the trainer's
+        ``run_step`` under autocast); backward runs on their total divided by ``scale`` (the accumulation window),
+        scaled by ``scaler`` (fp16) if any. Returns ``(outputs, losses)``. A pipeline runs its schedule instead."""
+        outputs, losses = forward(inputs)
+        loss = total_loss(losses)
+        if scale > 1:
+            loss = loss / scale
+        (loss if scaler is None else scaler.scale(loss)).backward()
+        return outputs, losses
 
     def no_gradient_sync(self, model: nn.Module):
         """A context in which forward and backward leave the gradients unreduced (inside an accumulation window)."""

@@ -85,8 +85,13 @@ class FSDPStrategy(Strategy):
         return init_device_mesh(self.device.type, (comm.get_world_size(),))
 
     def distribute(self, model: nn.Module) -> nn.Module:
+        return self.shard(model, self.reshard_after_forward)
+
+    def shard(self, model: nn.Module, reshard_after_forward: bool) -> nn.Module:
+        """``fully_shard`` on each unit (``reshard_after_forward``: see the class), then on ``model`` as the root,
+        whose parameters stay gathered after forward (backward needs them at once)."""
         options = dict(mesh=self.shard_mesh(),
-                       reshard_after_forward=self.reshard_after_forward, offload_policy=self._offload_policy())
+                       reshard_after_forward=reshard_after_forward, offload_policy=self._offload_policy())
         if self.amp is not None:
             options["mp_policy"] = MixedPrecisionPolicy(param_dtype=self.amp, reduce_dtype=torch.float32)
         units = self.units(model)
@@ -186,10 +191,12 @@ class FSDPStrategy(Strategy):
 
 
 def reshard(model: nn.Module) -> None:
-    """Frees the parameters a forward left gathered and puts the shards back in the modules."""
-    for module in model.modules():
-        if isinstance(module, FSDPModule):
-            module.reshard()
+    """Frees the parameters a forward left gathered and puts the shards back in the modules (``model``'s, and those of
+    the pipeline stages it runs through: :class:`~basetrainer.parallel.hybrid.PipelinedModule`)."""
+    for root in [model, *getattr(model, "pipeline_stages", ())]:
+        for module in root.modules():
+            if isinstance(module, FSDPModule):
+                module.reshard()
 
 
 def unit_class(module: nn.Module) -> str:

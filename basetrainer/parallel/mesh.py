@@ -1,20 +1,22 @@
 """The device mesh: how the processes are arranged for hybrid parallelism, from ``parallel.mesh`` in the config.
 
-Three named dimensions, outermost first (torchtitan's names and order)::
+Four named dimensions, outermost first (torchtitan's names and order)::
 
+    pp             pipeline parallel: the model's layers split into stages, one group of processes per stage
     dp_replicate   whole copies of the (sharded) model, gradients all-reduced between them (HSDP's outer dim)
     dp_shard       FSDP: parameters, gradients and optimizer state sharded over these processes
     tp             tensor parallel: each layer's matrices split over these processes
 
 The product of the sizes is the number of processes; one size may be -1, inferred from the
 others when the processes run (the process that launches them reads the config too, alone).
-Process ``r`` sits at ``(r // (dp_shard * tp), r // tp % dp_shard, r % tp)``: the processes
-of one tensor-parallel group are neighbours (on one machine when the launch puts
-consecutive ranks there, where the traffic of tensor parallelism belongs).
+Process ``r`` sits at ``(r // (dp_replicate * dp_shard * tp), r // (dp_shard * tp) % dp_replicate,
+r // tp % dp_shard, r % tp)``: the processes of one tensor-parallel group are neighbours (on one
+machine when the launch puts consecutive ranks there, where the traffic of tensor parallelism
+belongs), and the stages of a pipeline lie furthest apart (its traffic is the smallest).
 
 The data-parallel dimensions are ``dp_replicate`` and ``dp_shard`` together: processes that
-differ there see different batches; processes of one tensor-parallel group see the same
-ones. :func:`data_parallel_coordinates` computes this process's data-parallel rank from the
+differ there see different batches; processes of one tensor-parallel group, and the stages of
+one pipeline, see the same ones. :func:`data_parallel_coordinates` computes this process's data-parallel rank from the
 config alone, so the data loaders (built before the model) shard by it.
 """
 import math
@@ -27,7 +29,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from ..distributed import comm
 from ..errors import ConfigError
 
-DIMENSIONS = ("dp_replicate", "dp_shard", "tp")
+DIMENSIONS = ("pp", "dp_replicate", "dp_shard", "tp")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class MeshShape:
     dp_replicate: int = 1
     dp_shard: int = 1
     tp: int = 1
+    pp: int = 1
 
     @classmethod
     def requested(cls, sizes: dict) -> "MeshShape":
@@ -78,7 +81,7 @@ class MeshShape:
 
     @property
     def size(self) -> int:
-        return self.dp_replicate * self.dp_shard * self.tp
+        return self.pp * self.dp_replicate * self.dp_shard * self.tp
 
     @property
     def data_parallel_size(self) -> int:
@@ -86,12 +89,17 @@ class MeshShape:
         return self.dp_replicate * self.dp_shard
 
     def describe(self) -> str:
-        return " x ".join(f"{name} {getattr(self, name)}" for name in DIMENSIONS)
+        return " x ".join(f"{name} {getattr(self, name)}" for name in DIMENSIONS if name != "pp" or self.pp > 1)
 
 
 def data_parallel_coordinates(shape: MeshShape, rank: int) -> tuple:
     """``(data-parallel rank, tensor-parallel rank)`` of global ``rank`` on ``shape``."""
-    return rank // shape.tp, rank % shape.tp
+    return rank % (shape.size // shape.pp) // shape.tp, rank % shape.tp
+
+
+def pipeline_rank(shape: MeshShape, rank: int) -> int:
+    """The pipeline coordinate (which stage group) of global ``rank`` on ``shape``."""
+    return rank // (shape.size // shape.pp)
 
 
 @dataclass
@@ -105,6 +113,10 @@ class Mesh:
     @property
     def tp(self) -> DeviceMesh:
         return self.device_mesh["tp"]
+
+    @property
+    def pp(self) -> DeviceMesh:
+        return self.device_mesh["pp"]
 
     @property
     def data_parallel(self) -> DeviceMesh:
@@ -126,7 +138,9 @@ def build_mesh(shape: Optional[MeshShape], device) -> Optional[Mesh]:
         return Mesh(shape, None)
     device_mesh = init_device_mesh(device.type, tuple(getattr(shape, name) for name in DIMENSIONS),
                                    mesh_dim_names=DIMENSIONS)
-    groups = [list(range(tp_rank, shape.size, shape.tp)) for tp_rank in range(shape.tp)]
+    per_stage = shape.size // shape.pp
+    groups = [list(range(stage * per_stage + tp_rank, (stage + 1) * per_stage, shape.tp))
+              for stage in range(shape.pp) for tp_rank in range(shape.tp)]
     group, _ = dist.new_subgroups_by_enumeration(groups)  # collective: every process, every group
     data_rank, _ = data_parallel_coordinates(shape, comm.get_rank())
     comm.set_data_parallel(data_rank, shape.data_parallel_size, group)

@@ -51,22 +51,22 @@ class Block(nn.Module):
 
 
 class TensorParallelMLP(nn.Module):
-    """8 -> 16, three blocks (16 -> 64 -> 16, split colwise then rowwise under tensor parallel), -> 4."""
+    """8 -> 16, four blocks (16 -> 64 -> 16, split colwise then rowwise under tensor parallel), -> 4."""
 
     def __init__(self):
         super().__init__()
         self.stem = nn.Linear(8, 16)
-        self.blocks = nn.ModuleList(Block(16) for _ in range(3))
+        self.blocks = nn.ModuleList(Block(16) for _ in range(4))
         self.head = nn.Linear(16, 4)
 
     def tensor_parallel_plan(self, tp_size):
         return {"blocks.*.up": "colwise", "blocks.*.down": "rowwise"}
 
     def forward(self, x):
-        x = self.stem(x)
+        x = self.stem(x) if self.stem is not None else x  # under a pipeline, later stages hold no stem
         for block in self.blocks:
             x = block(x)
-        return self.head(x)
+        return self.head(x) if self.head is not None else x
 
 
 class MeshTrainer(EngineTrainer):
@@ -102,6 +102,31 @@ class MeshTrainer(EngineTrainer):
             self.seen.append(index.tolist())
         outputs = self.model(x)
         return outputs, self.criterion(outputs, y)
+
+
+class Pairs(torch.utils.data.Dataset):
+    """``Indexed``'s samples without their index: the ``(inputs, targets)`` a pipeline takes."""
+
+    def __init__(self, size, offset):
+        self.samples = Indexed(size, offset)
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, index):
+        return self.samples[index][:2]
+
+
+class PipelineTrainer(MeshTrainer):
+    """The same training, through a pipeline: batches of ``(inputs, targets)`` and the default ``run_step``."""
+
+    run_step = EngineTrainer.run_step
+
+    def build_train_loader(self, cfg):
+        return self.build_dataloader(Pairs(TRAIN_SIZE, 0), BATCH, 0, phase="train", stream=True)
+
+    def build_test_loader(self, cfg):
+        return self.build_dataloader(Pairs(37, 1), 5, 0, phase="test", shuffle=False)
 
 
 class CutOff(Callback):
@@ -159,19 +184,23 @@ def parse_job(text):
     spec, _, resume = spec.partition("<")
     spec, _, signal_at = spec.partition("!")
     spec, _, steps = spec.partition("@")
-    sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), (int(size) for size in spec.split(","))))
-    return name, sizes, int(steps or 0), int(signal_at or 0), resume or None, bool(ema)
+    spec, _, schedule = spec.partition("~")
+    pp, _, spec = spec.rpartition(":")
+    sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), (int(size) for size in spec.split(","))), pp=int(pp or 1))
+    schedule, _, microbatches = schedule.partition("/")
+    pipeline = {"schedule": schedule, "microbatches": int(microbatches or 2)} if schedule else {}
+    return name, sizes, pipeline, int(steps or 0), int(signal_at or 0), resume or None, bool(ema)
 
 
 def main(args):
     torch.set_num_threads(1)
     for job in args.jobs:
-        name, sizes, cut_at, signal_at, resume, ema = parse_job(job)
+        name, sizes, pipeline, cut_at, signal_at, resume, ema = parse_job(job)
         cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED, ema=ema,
                   cut_at=cut_at, signal_at=signal_at, stop_check_every=1, accumulate_grad_batches=ACCUMULATE,
-                  clip_grad_norm=CLIP, progress=False, parallel={"mesh": sizes},
+                  clip_grad_norm=CLIP, progress=False, parallel={"mesh": sizes, "pipeline": pipeline},
                   resume=os.path.join(args.out, resume, "model", "last") if resume else None)
-        trainer = MeshTrainer(cfg)
+        trainer = (PipelineTrainer if pipeline else MeshTrainer)(cfg)
         try:
             logs = trainer.run()
         except Cut:
