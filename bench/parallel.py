@@ -1,18 +1,24 @@
-"""Hybrid parallelism on a device mesh: memory per process and step time, the engine against a hand-written loop.
+"""Hybrid parallelism on a device mesh: memory per process and step time, the engine against a hand-written loop;
+and a pipeline's activation memory under 1F1B against GPipe.
 
 A stack of ``--blocks`` transformer feed-forward blocks (width ``--width``, hidden 4x) and a
 linear head trains with AdamW on 4 gloo processes, batch 32 per data-parallel process, one
-thread per process, on each layout of ``parallel.mesh`` (dp_replicate x dp_shard x tp):
-tensor parallel splits each block's two Linears (colwise, rowwise); FSDP shards over
-dp_shard; HSDP keeps dp_replicate sharded copies. Every layout runs twice in the same
+thread per process, on each layout of ``parallel.mesh`` (pp x dp_replicate x dp_shard x tp):
+a pipeline splits the blocks into stages (the head with the last), run by a schedule over
+microbatches; tensor parallel splits each block's two Linears (colwise, rowwise); FSDP shards
+over dp_shard; HSDP keeps dp_replicate sharded copies. Every layout runs twice in the same
 processes, alternately, ``--rounds`` times: through EngineTrainer (``parallel.mesh`` and the
 model's plan) and as a hand-written loop with the same parallelism (``parallelize_module``,
-``fully_shard``, ``loss.backward()``, ``optimizer.step()``).
+``fully_shard``, ``PipelineStage`` and the schedule, ``optimizer.step()``).
 
 Each rank measures, before its second optimizer step, the bytes it holds of parameters,
 gradients and optimizer state (local shards), and the median step time over the timed steps.
 *ideal* is the whole model's bytes (parameters, gradients, AdamW's two states) divided by the
-shards (dp_shard x tp): what a process would hold if every tensor were split.
+shards (pp x dp_shard x tp): what a process would hold if every tensor were split.
+
+*Activations* are the most bytes autograd holds for backward at once during a step (every
+tensor a forward saves, counted from the save until backward frees it, through
+``saved_tensors_hooks``; the largest rank): what a schedule's order costs, whatever the device.
 
     python bench/parallel.py [--width 256] [--blocks 8] [--steps 25] [--rounds 2]
 """
@@ -28,6 +34,8 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining.schedules import get_schedule_class
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.utils.data import TensorDataset
 
@@ -36,19 +44,63 @@ from basetrainer.distributed.launch import launch
 from fsdp import BATCH, FeedForward, local_bytes  # bench/fsdp.py, beside this file
 from fsdp import BenchTrainer as FSDPBenchTrainer
 
-WARMUP, PROCESSES = 5, 4
-LAYOUTS = (("TP 4", (1, 1, 4)), ("FSDP 2 x TP 2", (1, 2, 2)), ("HSDP 2x1 x TP 2", (2, 1, 2)),
-           ("FSDP 4", (1, 4, 1)), ("HSDP 2x2", (2, 2, 1)))
+WARMUP, PROCESSES, MICROBATCHES = 5, 4, 8
+DIMENSIONS = ("pp", "dp_replicate", "dp_shard", "tp")
+LAYOUTS = (("TP 4", (1, 1, 1, 4), None), ("FSDP 2 x TP 2", (1, 1, 2, 2), None), ("HSDP 2x1 x TP 2", (1, 2, 1, 2), None),
+           ("FSDP 4", (1, 1, 4, 1), None), ("HSDP 2x2", (1, 2, 2, 1), None), ("PP 2 x FSDP 2", (2, 1, 2, 1), "1F1B"),
+           ("PP 4, GPipe", (4, 1, 1, 1), "GPipe"), ("PP 4, 1F1B", (4, 1, 1, 1), "1F1B"))
 
 
-class Stack(nn.Sequential):
+class Stack(nn.Module):
+    """The blocks, then the head; under a pipeline a later stage holds no head until the last (None)."""
+
+    def __init__(self, width, blocks):
+        super().__init__()
+        self.blocks = nn.ModuleList(FeedForward(width) for _ in range(blocks))
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x) if self.head is not None else x
+
     def tensor_parallel_plan(self, tp_size):
-        return {"*.up": "colwise", "*.down": "rowwise"}
+        return {"blocks.*.up": "colwise", "blocks.*.down": "rowwise"}
 
 
 def make_model(width, blocks):
     torch.manual_seed(0)
-    return Stack(*[FeedForward(width) for _ in range(blocks)], nn.Linear(width, 10))
+    return Stack(width, blocks)
+
+
+class SavedActivations:
+    """A context that counts the bytes autograd saves for backward, from each save until backward frees it, and
+    keeps the most held at once (``peak``)."""
+
+    def __init__(self):
+        self.held = self.peak = 0
+
+    def __enter__(self):
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda saved: saved.tensor)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._hooks.__exit__(*exc)
+
+    def _pack(self, tensor):
+        return _Saved(tensor, self)
+
+
+class _Saved:
+    def __init__(self, tensor, counter):
+        self.tensor, self.counter = tensor, counter
+        self.size = tensor.numel() * tensor.element_size()
+        counter.held += self.size
+        counter.peak = max(counter.peak, counter.held)
+
+    def __del__(self):
+        self.counter.held -= self.size
 
 
 def held_bytes(model, optimizer) -> dict:
@@ -72,48 +124,69 @@ class BenchTrainer(FSDPBenchTrainer):
         return self.build_model_parallel(make_model(cfg["width"], cfg["blocks"]))
 
 
-def engine(cfg, layout) -> dict:
-    sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), layout))
-    trainer = BenchTrainer({**cfg, "parallel": {"mesh": sizes}})
-    trainer.run()
-    return {**trainer.held, "step_ms": 1000 * statistics.median(trainer.step_times[WARMUP:])}
+def engine(cfg, layout, schedule) -> dict:
+    parallel = {"mesh": dict(zip(DIMENSIONS, layout))}
+    if schedule:
+        parallel["pipeline"] = {"schedule": schedule, "microbatches": MICROBATCHES}
+    trainer = BenchTrainer({**cfg, "parallel": parallel})
+    with SavedActivations() as activations:
+        trainer.run()
+    return {**trainer.held, "step_ms": 1000 * statistics.median(trainer.step_times[WARMUP:]),
+            "activations": activations.peak}
 
 
-def hand_written(cfg, layout) -> dict:
-    """The same parallelism by hand: tensor parallel, then FSDP units and root over the data dimensions."""
-    replicate, shard, tp = layout
-    mesh = init_device_mesh("cpu", layout, mesh_dim_names=("dp_replicate", "dp_shard", "tp"))
+def hand_written(cfg, layout, schedule) -> dict:
+    """The same parallelism by hand: this process's pipeline stage (the blocks divided evenly, the head last), tensor
+    parallel, then FSDP units and root over the data dimensions; a schedule of torch.distributed.pipelining."""
+    pp, replicate, shard, tp = layout
+    mesh = init_device_mesh("cpu", layout, mesh_dim_names=DIMENSIONS)
     model = make_model(cfg["width"], cfg["blocks"])
+    stage = dist.get_rank() // (replicate * shard * tp)
+    if pp > 1:
+        per_stage = cfg["blocks"] // pp
+        for index in range(cfg["blocks"]):
+            if index // per_stage != stage:
+                model.blocks[index] = nn.Identity()
+        if stage != pp - 1:
+            model.head = None
     if tp > 1:
-        plan = {f"{i}.{name}": style for i in range(cfg["blocks"])
+        plan = {f"blocks.{i}.{name}": style for i in range(cfg["blocks"]) if not isinstance(model.blocks[i], nn.Identity)
                 for name, style in (("up", ColwiseParallel()), ("down", RowwiseParallel()))}
         parallelize_module(model, mesh["tp"], plan)
     if replicate * shard > 1:
-        for block in list(model)[:-1]:
-            fully_shard(block, mesh=mesh["dp_replicate", "dp_shard"])
+        for block in model.blocks:
+            if not isinstance(block, nn.Identity):
+                fully_shard(block, mesh=mesh["dp_replicate", "dp_shard"], reshard_after_forward=pp == 1)
         fully_shard(model, mesh=mesh["dp_replicate", "dp_shard"], reshard_after_forward=False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(dist.get_rank() // tp)
+    g = torch.Generator().manual_seed(dist.get_rank() % (replicate * shard * tp) // tp)
     x, y = torch.randn(BATCH, cfg["width"], generator=g), torch.randint(0, 10, (BATCH,), generator=g)
+    if pp > 1:
+        pipeline = PipelineStage(model, stage, pp, torch.device("cpu"), group=mesh["pp"].get_group())
+        schedule = get_schedule_class(schedule)(pipeline, MICROBATCHES, loss_fn=nn.functional.cross_entropy)
     times, held = [], None
-    for step in range(cfg["steps"]):
-        start = time.perf_counter()
-        nn.functional.cross_entropy(model(x), y).backward()
-        if step == 1:
-            held = held_bytes(model, optimizer)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - start)
-    return {**held, "step_ms": 1000 * statistics.median(times[WARMUP:])}
+    with SavedActivations() as activations:
+        for step in range(cfg["steps"]):
+            start = time.perf_counter()
+            if pp == 1:
+                nn.functional.cross_entropy(model(x), y).backward()
+            else:
+                schedule.step(*((x,) if stage == 0 else ()), target=y if stage == pp - 1 else None)
+            if step == 1:
+                held = held_bytes(model, optimizer)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            times.append(time.perf_counter() - start)
+    return {**held, "step_ms": 1000 * statistics.median(times[WARMUP:]), "activations": activations.peak}
 
 
 def bench_main(cfg):
     torch.set_num_threads(1)
     results = {}
     for _ in range(cfg["rounds"]):
-        for name, layout in LAYOUTS:
+        for name, layout, schedule in LAYOUTS:
             for kind, measure in (("engine", engine), ("hand", hand_written)):
-                results.setdefault(f"{name}|{kind}", []).append(measure(cfg, layout))
+                results.setdefault(f"{name}|{kind}", []).append(measure(cfg, layout, schedule))
     with open(os.path.join(cfg["out"], f"rank{comm.get_rank()}.json"), "w") as f:
         json.dump(results, f)
 
@@ -133,18 +206,20 @@ def main():
         ranks = [json.load(open(os.path.join(out, f"rank{r}.json"))) for r in range(PROCESSES)]
     total = sum(p.numel() for p in make_model(args.width, args.blocks).parameters()) * 4 * 4  # fp32: p, g, 2 states
     print(f"{args.blocks} feed-forward blocks of width {args.width} and a head, AdamW, batch {BATCH} per data-parallel "
-          f"process, {PROCESSES} gloo processes; whole model {total / 2**20:.2f} MB (parameters, gradients, AdamW)")
+          f"process ({MICROBATCHES} microbatches under a pipeline), {PROCESSES} gloo processes; whole model "
+          f"{total / 2**20:.2f} MB (parameters, gradients, AdamW)")
     print(f"{'layout':<18}{'params MB':>10}{'grads MB':>10}{'optim MB':>10}{'total MB':>10}{'ideal MB':>10}"
-          f"{'vs ideal':>10}{'engine ms':>11}{'hand ms':>9}{'ratio':>7}")
-    for name, (replicate, shard, tp) in LAYOUTS:
+          f"{'vs ideal':>10}{'engine ms':>11}{'hand ms':>9}{'ratio':>7}{'activ. MB':>11}{'hand act.':>11}")
+    for name, (pp, replicate, shard, tp), _ in LAYOUTS:
         runs = {kind: [measure for rank in ranks for measure in rank[f"{name}|{kind}"]] for kind in ("engine", "hand")}
         held = {key: max(run[key] for run in runs["engine"]) / 2**20 for key in ("params", "grads", "optimizer")}
         mine = sum(held.values())
-        ideal = total / 2**20 / (shard * tp)
+        ideal = total / 2**20 / (pp * shard * tp)
         step = {kind: statistics.median(run["step_ms"] for run in runs[kind]) for kind in runs}
+        activations = {kind: max(run["activations"] for run in runs[kind]) / 2**20 for kind in runs}
         print(f"{name:<18}{held['params']:>10.2f}{held['grads']:>10.2f}{held['optimizer']:>10.2f}{mine:>10.2f}"
               f"{ideal:>10.2f}{mine / ideal:>10.3f}{step['engine']:>11.1f}{step['hand']:>9.1f}"
-              f"{step['engine'] / step['hand']:>7.3f}")
+              f"{step['engine'] / step['hand']:>7.3f}{activations['engine']:>11.2f}{activations['hand']:>11.2f}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ each next byte. The log shows the loss, the test loss and its perplexity, and to
     python examples/language_model.py --distributed --gpu_id 0 1 strategy=fsdp   # each block an FSDP unit
     python examples/language_model.py --distributed --gpu_id 0 1 2 3 parallel.mesh.tp=2 parallel.mesh.dp_shard=2
                                                         # tensor parallel x FSDP on a 2 x 2 mesh (the model's plan)
+    python examples/language_model.py --distributed --gpu_id 0 1 parallel.mesh.pp=2 parallel.pipeline.schedule=1F1B
+                                                        # a 2-stage pipeline: embeddings and blocks 0-1, then
+                                                        # blocks 2-3, the norm and the head
 
 Without CUDA, ``--distributed`` starts that many CPU processes (gloo).
 """
@@ -138,10 +141,16 @@ class GPT(nn.Module):
                 "blocks.*.mlp.0": "colwise", "blocks.*.mlp.2": "rowwise"}
 
     def forward(self, tokens):
-        x = self.tokens(tokens) + self.positions(torch.arange(tokens.shape[1], device=tokens.device))
+        # Under a pipeline (parallel.mesh.pp) a process holds some stages only: the modules of the others are None
+        # (their blocks pass the residual stream through), and a later stage receives that stream, not tokens.
+        x = tokens
+        if self.tokens is not None:
+            x = self.tokens(tokens) + self.positions(torch.arange(tokens.shape[1], device=tokens.device))
         for block in self.blocks:
             x = block(x)
-        return self.head(self.norm(x))
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.head(x) if self.head is not None else x
 
 
 class NextTokenLoss(nn.Module):

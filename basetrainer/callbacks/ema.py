@@ -141,10 +141,16 @@ class EMA(Callback):
             if trainer is None:
                 raise RuntimeError("EMA has no weights yet: it needs a trainer, or load_state_dict first")
             self._bind(trainer.model)
-        return {k: _whole(v).detach().cpu().clone() for k, v in self.averaged.items()}
+        return self._gathered({k: _whole(v).detach().cpu().clone() for k, v in self.averaged.items()})
+
+    def _gathered(self, averaged: dict) -> dict:
+        """The whole average on rank 0 where a pipeline spreads it over processes (each holds its stages')."""
+        strategy = getattr(self.trainer, "strategy", None) if self.trainer is not None else None
+        return strategy.gather_stages(averaged) if strategy is not None else averaged
 
     def state_dict(self):
-        averaged = None if self.averaged is None else {k: _whole(v).detach().cpu() for k, v in self.averaged.items()}
+        averaged = None if self.averaged is None else \
+            self._gathered({k: _whole(v).detach().cpu() for k, v in self.averaged.items()})
         return {"averaged": averaged, "updates": self.updates, "last_step": self._last_step}
 
     def load_state_dict(self, state):
@@ -158,8 +164,9 @@ class EMA(Callback):
 
 
 def _same_layout(averaged: dict, current: dict) -> bool:
-    """Whether a saved average fits the model: the same keys and shapes (a pruned model has other shapes)."""
-    return set(averaged) == set(current) and all(averaged[k].shape == v.shape for k, v in current.items())
+    """Whether a saved average fits the model: the same keys and shapes (a pruned model has other shapes); under a
+    pipeline the model holds this process's stages' keys only."""
+    return set(averaged) >= set(current) and all(averaged[k].shape == v.shape for k, v in current.items())
 
 
 def _whole(tensor: torch.Tensor) -> torch.Tensor:

@@ -171,10 +171,11 @@ def _pipeline(parallel: dict, mesh: Optional[MeshShape]) -> Optional[PipelinePla
     """``parallel.pipeline`` as a plan when the mesh has a ``pp`` dimension; set without one, a ConfigError."""
     values = parallel["pipeline"]
     if mesh is None or mesh.pp == 1:
-        if values != PIPELINE.defaults():
+        if values is not None:
             raise ConfigError("parallel.pipeline is set and parallel.mesh has no pp dimension: set parallel.mesh.pp "
                               "(e.g. 2, the number of pipeline stages), or remove parallel.pipeline")
         return None
+    values = values or PIPELINE.defaults()
     plan = PipelinePlan(values["schedule"], values["microbatches"], tuple(values["split"] or ()) or None,
                         values["stages_per_rank"])
     if plan.split and mesh.pp != -1 and len(plan.split) != plan.stages(mesh.pp) - 1:

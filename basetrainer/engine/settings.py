@@ -25,7 +25,7 @@ PIPELINE = Fields(schedule=(Choice(*SCHEDULES), "1F1B"), microbatches=(Integer(m
                   split=(ListOf(MODULE_NAME, min_length=1, unique=True), None),
                   stages_per_rank=(Integer(minimum=1), None))
 PARALLEL = Fields(mesh=(MESH, None), tensor_parallel=(TENSOR_PARALLEL, TENSOR_PARALLEL.defaults()),
-                  pipeline=(PIPELINE, PIPELINE.defaults()))
+                  pipeline=(PIPELINE, None))
 CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
 #: Every config key the loop reads. A task adds its own keys with ``LOOP_SETTINGS + Schema([...])``.
@@ -77,10 +77,12 @@ LOOP_SETTINGS = Schema([
             "with several processes: ddp (whole model in every process) or fsdp (parameters, gradients and "
             "optimizer state sharded)", group="runtime", flag={}),
     Setting("parallel", PARALLEL, PARALLEL.defaults(),
-            "a device mesh (mesh: dp_replicate, dp_shard, tp; product = processes, one may be -1) for tensor "
-            "parallel within groups and FSDP/HSDP across them, replacing strategy; tensor_parallel.plan maps "
-            "module-name patterns to colwise, rowwise or colwise_gather (null: the trainer's "
-            "or the model's plan); see the parallelism guide", group="runtime"),
+            "a device mesh (mesh: pp, dp_replicate, dp_shard, tp; product = processes, one may be -1) for "
+            "pipeline stages, tensor parallel within groups and FSDP/HSDP across them, replacing strategy; "
+            "tensor_parallel.plan maps module-name patterns to colwise, rowwise or colwise_gather (null: the "
+            "trainer's or the model's plan); pipeline: schedule (1F1B, GPipe, Interleaved1F1B, ...), microbatches "
+            "(null: one per stage), split (module names where stages begin; null: even), stages_per_rank; see the "
+            "parallelism guide", group="runtime"),
     Setting("fsdp_shard", CLASS_NAMES, [],
             "fsdp: module classes sharded as units, e.g. [BasicBlock] ([]: the repeated class holding most "
             "parameters)", group="runtime"),

@@ -116,6 +116,11 @@ class Strategy:
         """The full weights on the CPU, keys without wrapper prefixes (every rank calls it)."""
         return {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()}
 
+    def gather_stages(self, state: dict) -> dict:
+        """``state``, keyed by the model's parameter names, whole on rank 0: under a pipeline, where each process
+        holds its stages' entries, rank 0 gets every stage's (the others keep their own). Every process calls it."""
+        return state
+
     def checkpoint_parts(self) -> dict:
         """The strategy's own parts of a training checkpoint, by name (see :mod:`basetrainer.checkpoint.parts`):
         state it keeps beside the model and the optimizer that a resume must put back. None here."""

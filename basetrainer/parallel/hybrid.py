@@ -151,12 +151,17 @@ class MeshStrategy(FSDPStrategy):
         # Each process's stages, whole, on every process of their data-parallel group; rank 0 gathers the stages
         # from the processes of its pipeline.
         state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
-        state = {key: value.detach().cpu() for key, value in state.items()}
+        state = self.gather_stages({key: value.detach().cpu() for key, value in state.items()})
+        return state if comm.is_main_process() else {}
+
+    def gather_stages(self, state: dict) -> dict:
+        if self.pipeline is None:
+            return state
         if comm.get_rank() % (self.mesh.shape.size // self.mesh.shape.pp):
-            return {}
+            return state
         parts = [None] * self.mesh.shape.pp if comm.is_main_process() else None
         dist.gather_object(state, parts, dst=0, group=self.pipeline.group)
-        return {key: value for part in parts for key, value in part.items()} if parts else {}
+        return {key: value for part in parts for key, value in part.items()} if parts else state
 
     def load_model_state_dict(self, model: nn.Module, state: dict) -> None:
         if self.pipeline is None:

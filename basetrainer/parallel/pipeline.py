@@ -135,6 +135,15 @@ def _even_starts(model, units, num_stages) -> list:
     return starts
 
 
+def microbatch_count(rows: int, configured: int) -> int:
+    """The microbatches a batch of ``rows`` is split into: ``configured``, or the largest count that divides the rows
+    (every microbatch of a schedule has one shape)."""
+    count = min(configured, rows)
+    while rows % count:
+        count -= 1
+    return count
+
+
 def stage_indices(pp_rank: int, pp: int, local_stages: int) -> list:
     """The stages process ``pp_rank`` of the pipeline holds: ``pp_rank``, ``pp_rank + pp``, … (looped placement)."""
     return [pp_rank + round_ * pp for round_ in range(local_stages)]
@@ -218,11 +227,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ schedules
     def _count(self, rows: int) -> int:
-        """The microbatches for a batch of ``rows``: the configured count, or the largest that divides the rows."""
-        count = min(self.plan.microbatches_for(dist.get_world_size(self.group)), rows)
-        while rows % count:
-            count -= 1
-        return count
+        return microbatch_count(rows, self.plan.microbatches_for(dist.get_world_size(self.group)))
 
     def _schedule(self, training: bool, count: int, example=None):
         """The schedule for ``count`` microbatches of a batch shaped like ``example`` (stages infer the shapes of

@@ -73,7 +73,7 @@ def test_the_task_help_shows_what_each_flag_accepts():
 
 # Keys read into a field of another name: profile into profile_steps, what DDP sends into communication.
 READ_INTO = {"profile": "profile_steps", "local_sgd": "communication", "grad_compression": "communication",
-             "powersgd": "communication", "parallel": ("mesh", "tensor_parallel_plan")}
+             "powersgd": "communication", "parallel": ("mesh", "tensor_parallel_plan", "pipeline")}
 
 
 def test_loop_options_has_a_field_for_every_loop_key_or_the_one_it_is_read_into():

@@ -1,7 +1,8 @@
 """examples/language_model.py, the engine's first task that is not image classification: a GPT-style
 model on the bytes of Python's own sources learns (its test loss falls well below a uniform guess's
 ln 256), logs tokens per second and perplexity, and trains the same way in two processes under DDP
-and FSDP, and in four on a 2 x 2 mesh (tensor parallel x FSDP)."""
+and FSDP, in four on a 2 x 2 mesh (tensor parallel x FSDP), and in two as a 2-stage pipeline, where it
+learns what one process learns."""
 import csv
 import math
 import re
@@ -52,3 +53,14 @@ def test_the_language_model_trains_on_a_2x2_mesh_of_tensor_parallel_and_fsdp(tmp
     assert "mesh: dp_replicate 1 x dp_shard 2 x tp 2 (4 processes)" in log
     losses = [float(loss) for loss in re.findall(r"test loss ([\d.]+), perplexity", log)]
     assert len(losses) == 2 and losses[1] < losses[0] < math.log(256)
+
+
+def test_the_language_model_trains_as_a_two_stage_pipeline_as_in_one_process(tmp_path):
+    log = train(tmp_path, "--distributed", "--gpu_id", "0", "1", "parallel.mesh.pp=2", "work_dir=pipeline", steps=40)
+    assert "pipeline: 2 stages (1 per process), schedule 1F1B, 2 microbatches; stage 0: tokens .. blocks.0; " \
+           "stage 1: blocks.1 .. head" in log
+    single = train(tmp_path, "work_dir=single", steps=40)
+    losses, expected = ([float(loss) for loss in re.findall(r"test loss ([\d.]+), perplexity", text)]
+                        for text in (log, single))
+    assert len(losses) == 2 and losses[1] < losses[0] < math.log(256)
+    assert losses == pytest.approx(expected, abs=2e-3)  # the same batches, split into 2 microbatches over 2 stages

@@ -40,18 +40,37 @@ JOBS = {  # name: (layout, the data-parallel size of the one-process reference i
     "resharded": ("2,1,2<half", 2),
     "on_fewer": ("1,1,4<half", 2),  # data-parallel 2 -> 1: accumulation 4 keeps the global batch
     "after_stop": ("1,2,2<stopped", 2),  # the job stopped by SIGTERM, resumed
-}  # and "single": "half" resumed in one process, no process group
+    # pipelines ("P:R,S,T~SCHEDULE/MICROBATCHES"): pp P; the four blocks and the stem and head split into stages
+    "pp_gpipe": ("2:1,1,1~GPipe/2", 1),  # run alone on 2 processes (below)
+    "pp4_1f1b": ("4:1,1,1~1F1B/4", 1),
+    "pp_fsdp": ("2:1,2,1~1F1B/2", 2),
+    "pp_ddp": ("2:2,1,1~GPipe/2", 2),  # whole copies of each stage, gradients all-reduced
+    "pp_tp_interleaved": ("2:1,1,2~Interleaved1F1B/2", 1),  # 4 stages, 2 per process, each split over tp 2
+    "pp_zero_bubble": ("2:1,2,1~InterleavedZeroBubble/4", 2),
+    "pp_ema": ("2:1,2,1~1F1B/2+ema", 2),
+    "pp_half": ("2:1,2,1~1F1B/2@3", None),
+    "pp_resumed": ("2:1,2,1~1F1B/2<pp_half", 2),
+    "pp_to_mesh": ("1,2,2<pp_half", 2),  # a pipeline's checkpoint resumed without one
+    "mesh_to_pp": ("2:1,2,1~GPipe/2<half", 2),  # and the other way
+    "pp_after_stop": ("2:1,2,1~1F1B/2<pp_stopped", 2),
+}  # and "single", "pp_single": "half", "pp_half" resumed in one process, no process group
+PIPELINES = [name for name, (layout, _) in JOBS.items() if name.startswith("pp") and name != "pp_gpipe"
+             and not any(mark in layout for mark in "<@+")]
 
 
 @pytest.fixture(scope="module")
 def meshes(tmp_path_factory):
     out = tmp_path_factory.mktemp("meshes")
-    stopped = run_python([WORKER, "--out", out, "stopped=1,2,2!2"], timeout=300)  # SIGTERM after step 2
-    (out / "stopped.log").write_text(f"{stopped.returncode}\n{stopped.stderr}")
-    result = run_python([WORKER, "--out", out, *(f"{name}={layout}" for name, (layout, _) in JOBS.items())],
-                        timeout=600)
+    for name, layout in (("stopped", "1,2,2!2"), ("pp_stopped", "2:1,2,1~1F1B/2!2")):  # SIGTERM after step 2
+        stopped = run_python([WORKER, "--out", out, f"{name}={layout}"], timeout=300)
+        (out / f"{name}.log").write_text(f"{stopped.returncode}\n{stopped.stderr}")
+    result = run_python([WORKER, "--out", out, *(f"{name}={layout}" for name, (layout, _) in JOBS.items()
+                                                 if name != "pp_gpipe")], timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
-    result = run_python([WORKER, "--out", out, "--procs", 1, "single=1,1,1<half"], timeout=300)
+    result = run_python([WORKER, "--out", out, "--procs", 2, f"pp_gpipe={JOBS['pp_gpipe'][0]}"], timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    result = run_python([WORKER, "--out", out, "--procs", 1, "single=1,1,1<half", "pp_single=1,1,1<pp_half"],
+                        timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     return out
 
@@ -159,7 +178,7 @@ def test_ranks_of_one_tensor_parallel_group_share_a_data_parallel_rank():
 @pytest.mark.parametrize("parallel, message", [
     ({"mesh": {"tp": 0}}, "parallel.mesh: tp is 0; a size is at least 1, or -1"),
     ({"mesh": {"tp": -1, "dp_shard": -1}}, "dp_shard and tp are both -1"),
-    ({"mesh": {"pp": 2}}, "parallel.*pp is no field of it"),
+    ({"mesh": {"ep": 2}}, "parallel.*ep is no field of it"),
     ({"tensor_parallel": {"plan": {"blocks.*.up": "colwise"}}}, "plan is set and parallel.mesh is not"),
     ({"mesh": {"tp": 1}, "tensor_parallel": {"plan": {"blocks.*.up": "columnwise"}}}, "columnwise"),
 ])
@@ -187,7 +206,7 @@ def test_a_mesh_is_read_as_asked_and_fitted_to_the_processes_once_they_run():
 def test_a_plan_names_modules_by_patterns_and_refuses_what_does_not_fit():
     model = TensorParallelMLP()
     plan = resolve_plan(model, model.tensor_parallel_plan(2), 2)
-    assert sorted(plan) == [f"blocks.{i}.{layer}" for i in range(3) for layer in ("down", "up")]
+    assert sorted(plan) == [f"blocks.{i}.{layer}" for i in range(4) for layer in ("down", "up")]
     with pytest.raises(ConfigError, match=r"'blocks\.\*\.fc' matches no module of TensorParallelMLP \(its modules: "
                                           r"stem, blocks, blocks\.0"):
         resolve_plan(model, {"blocks.*.fc": "colwise"}, 2)
@@ -234,3 +253,56 @@ def test_one_process_trains_under_a_mesh_of_one_as_without_one():
     plain, meshed = ToyTrainer(toy_cfg()), ToyTrainer(toy_cfg(parallel={"mesh": {"dp_shard": -1, "tp": 1}}))
     plain.run(), meshed.run()
     assert same_weights(plain.model.state_dict(), meshed.model.state_dict())
+
+
+# ---------------------------------------------------------------------------------------------- pipelines
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["pp_gpipe", *PIPELINES])
+def test_every_pipeline_trains_the_weights_one_process_trains_on_the_union_batch(meshes, name):
+    weights, data_parallel = trained(meshes, name)["weights"], JOBS[name][1]
+    reference = torch.load(meshes / f"reference{data_parallel}.pt")
+    assert sorted(weights) == sorted(reference)  # gathered from every stage, under the model's own names
+    for key, value in reference.items():
+        torch.testing.assert_close(weights[key], value, rtol=0, atol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["pp_gpipe", "pp4_1f1b", "pp_fsdp", "pp_tp_interleaved"])
+def test_evaluation_and_predict_run_through_the_pipeline_and_count_every_test_sample_once(meshes, name):
+    test_evaluation_and_predict_count_every_test_sample_once_whatever_the_layout(meshes, name)
+
+
+@pytest.mark.slow
+def test_an_ema_under_a_pipeline_averages_every_stage_as_one_process_does(meshes):
+    run, reference = trained(meshes, "pp_ema"), torch.load(meshes / "reference_ema2.pt")
+    for key, value in reference.items():
+        torch.testing.assert_close(run["weights"][key], value, rtol=0, atol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+def test_a_pipeline_resumed_at_the_same_layout_ends_bitwise_where_the_uninterrupted_run_does(meshes):
+    assert same_weights(trained(meshes, "pp_resumed")["weights"], trained(meshes, "pp_fsdp")["weights"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, uninterrupted", [("pp_to_mesh", "pp_fsdp"), ("pp_single", "pp_fsdp"),
+                                                 ("mesh_to_pp", "fsdp_tp")])
+def test_a_checkpoint_resumes_across_pipeline_and_other_layouts_with_equal_weights_and_optimizer_state(
+        meshes, name, uninterrupted):
+    resumed, expected = trained(meshes, name)["weights"], trained(meshes, uninterrupted)["weights"]
+    for key, value in expected.items():
+        torch.testing.assert_close(resumed[key], value, rtol=0, atol=1e-6, msg=key)
+
+
+@pytest.mark.slow
+def test_a_stop_signal_during_pipeline_steps_saves_exits_75_and_the_resume_ends_bitwise_equal(meshes):
+    code, stderr = (meshes / "pp_stopped.log").read_text().split("\n", 1)
+    assert code == "75" and "stopped by SIGTERM" in stderr, stderr[-3000:]
+    assert same_weights(trained(meshes, "pp_after_stop")["weights"], trained(meshes, "pp_fsdp")["weights"])
+
+
+@pytest.mark.slow
+def test_export_writes_whole_weights_from_a_pipeline_checkpoint(meshes, tmp_path):
+    cli_main(["export", str(meshes / "pp_fsdp" / "model" / "last"), "--out", str(tmp_path / "w.pth")])
+    weights = torch.load(tmp_path / "w.pth", weights_only=True)
+    assert same_weights(weights, trained(meshes, "pp_fsdp")["weights"])

@@ -198,7 +198,7 @@ def main(args):
         name, sizes, pipeline, cut_at, signal_at, resume, ema = parse_job(job)
         cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED, ema=ema,
                   cut_at=cut_at, signal_at=signal_at, stop_check_every=1, accumulate_grad_batches=ACCUMULATE,
-                  clip_grad_norm=CLIP, progress=False, parallel={"mesh": sizes, "pipeline": pipeline},
+                  clip_grad_norm=CLIP, progress=False, parallel={"mesh": sizes, "pipeline": pipeline or None},
                   resume=os.path.join(args.out, resume, "model", "last") if resume else None)
         trainer = (PipelineTrainer if pipeline else MeshTrainer)(cfg)
         try:
