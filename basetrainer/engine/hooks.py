@@ -73,7 +73,7 @@ class TrainerHooks:
             raise ConfigError(f"{type(self).__name__} overrides run_step, and a pipeline (parallel.mesh.pp > 1) runs "
                               f"the model stage by stage with the criterion on the last stage: give the loss as "
                               f"build_criterion's criterion(outputs, targets), or set parallel.mesh.pp: 1")
-        self.strategy.attach_loss(self.criterion, self.autocast, self.scaler)  # a pipeline's last stage computes it
+        self.strategy.attach_loss(self.criterion, self.autocast)  # a pipeline's last stage computes the loss
 
     def _plan_training(self, loader):
         """How long the run is: ``num_epochs`` epochs, or the epochs ``max_iters`` steps take."""

@@ -125,7 +125,7 @@ class LoopOptions:
             "communication": communication,
             "mesh": mesh,
             "tensor_parallel_plan": parallel["tensor_parallel"]["plan"],
-            "pipeline": _pipeline(parallel, mesh),
+            "pipeline": _pipeline(parallel, mesh, _amp_dtype(values["amp"], device)),
         })
 
 
@@ -167,7 +167,7 @@ def _mesh(parallel: dict, communication: Communication) -> Optional[MeshShape]:
     return MeshShape.requested(sizes)
 
 
-def _pipeline(parallel: dict, mesh: Optional[MeshShape]) -> Optional[PipelinePlan]:
+def _pipeline(parallel: dict, mesh: Optional[MeshShape], amp) -> Optional[PipelinePlan]:
     """``parallel.pipeline`` as a plan when the mesh has a ``pp`` dimension; set without one, a ConfigError."""
     values = parallel["pipeline"]
     if mesh is None or mesh.pp == 1:
@@ -175,6 +175,9 @@ def _pipeline(parallel: dict, mesh: Optional[MeshShape]) -> Optional[PipelinePla
             raise ConfigError("parallel.pipeline is set and parallel.mesh has no pp dimension: set parallel.mesh.pp "
                               "(e.g. 2, the number of pipeline stages), or remove parallel.pipeline")
         return None
+    if amp == torch.float16:
+        raise ConfigError("amp: fp16 under a pipeline (parallel.mesh.pp): each stage's gradient scaler would skip "
+                          "steps on its own and the stages would part; use amp: bf16 or none")
     values = values or PIPELINE.defaults()
     plan = PipelinePlan(values["schedule"], values["microbatches"], tuple(values["split"] or ()) or None,
                         values["stages_per_rank"])

@@ -68,9 +68,9 @@ class Strategy:
             model.compile()
         return model
 
-    def attach_loss(self, criterion, autocast, scaler) -> None:
-        """Called once the criterion (and fp16's gradient ``scaler``) exist: a pipeline computes the loss on its last
-        stage, under ``autocast()``. Nothing here."""
+    def attach_loss(self, criterion, autocast) -> None:
+        """Called once the criterion exists: a pipeline computes the loss on its last stage, under ``autocast()``.
+        Nothing here."""
 
     def forward_backward(self, model: nn.Module, forward, inputs, scale: int, scaler):
         """One batch's forward and backward. ``forward(inputs)`` gives ``(outputs, losses)`` (the trainer's

@@ -87,9 +87,9 @@ class FSDPStrategy(Strategy):
     def distribute(self, model: nn.Module) -> nn.Module:
         return self.shard(model, self.reshard_after_forward)
 
-    def shard(self, model: nn.Module, reshard_after_forward: bool) -> nn.Module:
+    def shard(self, model: nn.Module, reshard_after_forward: bool, log: bool = True) -> nn.Module:
         """``fully_shard`` on each unit (``reshard_after_forward``: see the class), then on ``model`` as the root,
-        whose parameters stay gathered after forward (backward needs them at once)."""
+        whose parameters stay gathered after forward (backward needs them at once); ``log``: say so."""
         options = dict(mesh=self.shard_mesh(),
                        reshard_after_forward=reshard_after_forward, offload_policy=self._offload_policy())
         if self.amp is not None:
@@ -100,10 +100,10 @@ class FSDPStrategy(Strategy):
             fully_shard(module, **options)
         fully_shard(model, **{**options, "reshard_after_forward": False})  # backward needs it at once
         self._keep_batchnorm_statistics_equal(model)
-        if comm.is_main_process():
+        if comm.is_main_process() and log:
             how = "fsdp_shard" if self.shard_classes else "chosen automatically: the repeated modules holding most parameters"
             mesh = options["mesh"]  # 1-D: shards; 2-D (HSDP): replicas of shards
-            over = f"{mesh.size()} processes" if mesh.ndim == 1 else \
+            over = f"{mesh.size()} processes" if mesh.ndim == 1 or mesh.size(0) == 1 else \
                 f"{mesh.size(1)} process(es), {mesh.size(0)} replicas (HSDP)"
             logger.info("fsdp: %d unit(s) of %s (%s) and the root, sharded over %s", len(units),
                         ", ".join(classes) or "no class", how, over)
@@ -114,7 +114,7 @@ class FSDPStrategy(Strategy):
         class :func:`choose_shard_classes` picks."""
         classes = self.shard_classes or choose_shard_classes(model)
         check_class_names(model, classes, "fsdp_shard")
-        return [module for _, module in reversed(_candidate_units(model)) if unit_class(module) in classes]
+        return [module for _, module in reversed(candidate_units(model)) if unit_class(module) in classes]
 
     def _offload_policy(self):
         if not self.cpu_offload:
@@ -212,7 +212,7 @@ def choose_shard_classes(model: nn.Module) -> tuple:
     only unit."""
     total = sum(p.numel() for p in model.parameters())
     count, params = defaultdict(int), defaultdict(int)
-    for name, module in _candidate_units(model):
+    for name, module in candidate_units(model):
         if isinstance(module, _CONTAINERS):
             continue
         key = unit_class(module)
@@ -226,7 +226,7 @@ def choose_shard_classes(model: nn.Module) -> tuple:
     return (min(candidates, key=lambda key: (count[key], -params[key])),)
 
 
-def _candidate_units(model: nn.Module) -> list:
+def candidate_units(model: nn.Module) -> list:
     """``(name, module)`` of every submodule, in pre-order; an activation-checkpointing wrapper
     stands for the module it wraps (sharding the wrapper shards it)."""
     return [(name, module) for name, module in model.named_modules()

@@ -32,7 +32,8 @@ from torch.distributed.tensor import DTensor
 from ..distributed import comm
 from ..errors import ConfigError
 from ..utils.log import get_logger
-from .fsdp import FSDPStrategy
+from .activation_checkpointing import check_class_names
+from .fsdp import FSDPStrategy, candidate_units, choose_shard_classes, unit_class
 from .mesh import Mesh, pipeline_rank
 from .pipeline import Pipeline, PipelinePlan, assign_stages, keep_units, pipeline_units, stage_indices, stage_view
 from .tensor_parallel import apply_tensor_parallel, resolve_plan
@@ -57,6 +58,7 @@ class MeshStrategy(FSDPStrategy):
         self.pipeline_plan = pipeline or PipelinePlan()
         self.pipeline = None  # the Pipeline, once distribute built it (pp > 1)
         self._stages = None  # [(stage index, its units)] of this process, and every unit: set by split
+        self._stage_units = ()  # the classes sharded as units in each stage, chosen on the whole model
 
     def split(self, model: nn.Module) -> nn.Module:
         shape = self.mesh.shape
@@ -89,6 +91,8 @@ class MeshStrategy(FSDPStrategy):
                               f"which no pipeline stage can own: move them into a submodule, or set "
                               f"parallel.mesh.pp: 1")
         plan, pp = self.pipeline_plan, self.mesh.shape.pp
+        check_class_names(model, self.shard_classes, "fsdp_shard")
+        self._stage_units = self.shard_classes or choose_shard_classes(model)  # chosen on the whole model
         units = pipeline_units(model, plan.split)
         stages = assign_stages(model, plan.stages(pp), plan.split)
         mine = stage_indices(pipeline_rank(self.mesh.shape, comm.get_rank()), pp, plan.local_stages)
@@ -117,8 +121,8 @@ class MeshStrategy(FSDPStrategy):
         stages, units = self._stages
         views = [(index, stage_view(model, kept, units)) for index, kept in stages]
         if self.mesh.shape.data_parallel_size > 1:
-            for _, view in views:  # gathered from a step's first forward to its last backward, as torchtitan does:
-                self.shard(view, reshard_after_forward=False)  # as many gathers whatever a process's microbatches
+            for position, (_, view) in enumerate(views):  # gathered from a step's first forward to its last
+                self.shard(view, reshard_after_forward=False, log=position == 0)  # backward, as torchtitan does
         shape = self.mesh.shape
         last = (shape.pp - 1) * (shape.size // shape.pp) + comm.get_rank() % (shape.size // shape.pp)
         self.pipeline = Pipeline(self.pipeline_plan, views, self.pipeline_plan.stages(shape.pp),
@@ -127,9 +131,14 @@ class MeshStrategy(FSDPStrategy):
             logger.info("mesh: %s (%d processes)", shape.describe(), shape.size)
         return run_through(model, self.pipeline)
 
-    def attach_loss(self, criterion, autocast, scaler) -> None:
+    def units(self, model: nn.Module) -> list:
+        if self._stages is None:
+            return super().units(model)
+        return [module for _, module in reversed(candidate_units(model)) if unit_class(module) in self._stage_units]
+
+    def attach_loss(self, criterion, autocast) -> None:
         if self.pipeline is not None:
-            self.pipeline.attach_loss(criterion, autocast, scaler)
+            self.pipeline.attach_loss(criterion, autocast)
 
     def forward_backward(self, model: nn.Module, forward, inputs, scale: int, scaler):
         if self.pipeline is None:

@@ -25,6 +25,7 @@ callbacks see the batch as on one process. A batch whose rows the microbatch cou
 ``predict`` run forward-only. Both use GPipe's order (LoopedBFS's with several stages per process),
 which takes any count.
 """
+import contextlib
 import copy
 from dataclasses import dataclass
 from typing import Optional
@@ -192,15 +193,15 @@ class Pipeline:
         self.group, self.last, self.device = group, last, device
         self.is_first = any(index == 0 for index, _ in stages)
         self.is_last = any(index == num_stages - 1 for index, _ in stages)
-        self.criterion, self.autocast, self.scaler = None, None, None
+        self.criterion, self.autocast = None, None
         self._schedules = {}
         self._losses, self._rows, self._scale = [], 1, 1
         self._schedule(True, plan.microbatches_for(dist.get_world_size(group)))  # a count torch refuses: now
 
-    def attach_loss(self, criterion, autocast, scaler) -> None:
-        """What the last stage computes the loss with (``criterion(outputs, targets)``), under ``autocast()``;
-        ``scaler``: fp16's gradient scaler, or None."""
-        self.criterion, self.autocast, self.scaler = criterion, autocast, scaler
+    def attach_loss(self, criterion, autocast) -> None:
+        """What the last stage computes the loss with (``criterion(outputs, targets)``), under ``autocast()`` (fp16
+        with its gradient scaler is refused under a pipeline: each stage's scaler would skip steps on its own)."""
+        self.criterion, self.autocast = criterion, autocast
 
     def train_step(self, inputs, scale: int):
         """Forward and backward of one ``(data, targets)`` batch through the schedule, the loss divided by ``scale``
@@ -213,7 +214,7 @@ class Pipeline:
         count = self._count(rows)
         self._losses, self._rows, self._scale = [], rows, scale
         schedule = self._schedule(True, count, data)
-        with self.autocast():
+        with self.autocast(), _stages_skipped_in_forward():
             outputs = schedule.step(*self._feed(data), target=targets if self.is_last else None)
         losses = self._batch_losses(count) if self.is_last else None
         return self._broadcast((outputs, losses))
@@ -222,7 +223,8 @@ class Pipeline:
         """The model's outputs for a batch, forward only, on every process of the pipeline."""
         rows = batch_size(args[0] if args else next(iter(kwargs.values())))
         schedule = self._schedule(False, self._count(rows), args[0] if args else None)
-        outputs = schedule.eval(*args, **kwargs) if self.is_first else schedule.eval()
+        with _stages_skipped_in_forward():
+            outputs = schedule.eval(*args, **kwargs) if self.is_first else schedule.eval()
         return self._broadcast(outputs)
 
     # ------------------------------------------------------------------ schedules
@@ -259,8 +261,7 @@ class Pipeline:
         losses = self.criterion(outputs, targets)
         share = batch_size(targets) / self._rows
         self._losses.append((share, _detached(losses)))
-        loss = total_loss(losses) * (share / self._scale)
-        return loss if self.scaler is None else self.scaler.scale(loss)
+        return total_loss(losses) * (share / self._scale)
 
     def _batch_losses(self, count: int):
         """The batch's losses, as ``criterion`` gives them for one microbatch: the share-weighted sum of the last
@@ -270,6 +271,19 @@ class Pipeline:
     def _broadcast(self, value):
         """``value`` from the last stage's process, on every process of the pipeline."""
         return broadcast_tensors(value, self.last, self.group, self.device)
+
+
+@contextlib.contextmanager
+def _stages_skipped_in_forward():
+    """A model whose ``forward`` calls a module of another stage (None here) fails with a ConfigError saying why."""
+    try:
+        yield
+    except TypeError as error:
+        if "'NoneType' object is not callable" not in str(error):
+            raise
+        raise ConfigError("the model's forward calls a module that another pipeline stage holds (None in this "
+                          "process): skip such modules in forward, e.g. x = self.embed(x) if self.embed is not None "
+                          "else x (see the parallelism guide), or set parallel.mesh.pp: 1") from error
 
 
 def broadcast_tensors(value, src: int, group, device):

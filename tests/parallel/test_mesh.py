@@ -1,11 +1,13 @@
-"""Hybrid parallelism on a device mesh (basetrainer.parallel.mesh, .tensor_parallel, .hybrid).
+"""Hybrid parallelism on a device mesh (basetrainer.parallel.mesh, .pipeline, .tensor_parallel, .hybrid).
 
 The slow tests share one launch of 4 gloo processes that trains the same model on several
-layouts in turn (tests/support/workers/mesh_worker.py): each layout's trained weights must equal a
-hand-written one-process loop on the union of the data-parallel processes' batches (SGD,
-accumulation 2, clipping on), a run resumed at the same layout must end bitwise where an
-uninterrupted one does, and one resumed at another layout where the first layout's reference
-does. The fast tests check the config and the plans in one process.
+layouts in turn, pipelines among them (tests/support/workers/mesh_worker.py): each layout's
+trained weights must equal a hand-written one-process loop on the union of the data-parallel
+processes' batches (SGD, accumulation 2, clipping on), a run resumed at the same layout must
+end bitwise where an uninterrupted one does, and one resumed at another layout where the first
+layout's reference does. Three more launches: one stopped by SIGTERM, one that must fail, and
+one process resuming. The fast tests check the config and the plans in one process (the
+pipeline's own in tests/parallel/test_pipeline.py).
 """
 import os
 
@@ -39,9 +41,7 @@ JOBS = {  # name: (layout, the data-parallel size of the one-process reference i
     "resumed": ("1,2,2<half", 2),
     "resharded": ("2,1,2<half", 2),
     "on_fewer": ("1,1,4<half", 2),  # data-parallel 2 -> 1: accumulation 4 keeps the global batch
-    "after_stop": ("1,2,2<stopped", 2),  # the job stopped by SIGTERM, resumed
     # pipelines ("P:R,S,T~SCHEDULE/MICROBATCHES"): pp P; the four blocks and the stem and head split into stages
-    "pp_gpipe": ("2:1,1,1~GPipe/2", 1),  # run alone on 2 processes (below)
     "pp4_1f1b": ("4:1,1,1~1F1B/4", 1),
     "pp_fsdp": ("2:1,2,1~1F1B/2", 2),
     "pp_ddp": ("2:2,1,1~GPipe/2", 2),  # whole copies of each stage, gradients all-reduced
@@ -52,22 +52,24 @@ JOBS = {  # name: (layout, the data-parallel size of the one-process reference i
     "pp_resumed": ("2:1,2,1~1F1B/2<pp_half", 2),
     "pp_to_mesh": ("1,2,2<pp_half", 2),  # a pipeline's checkpoint resumed without one
     "mesh_to_pp": ("2:1,2,1~GPipe/2<half", 2),  # and the other way
-    "pp_after_stop": ("2:1,2,1~1F1B/2<pp_stopped", 2),
+    "after_stop": ("2:1,1,2~Interleaved1F1B/2<stopped", 1),  # the job stopped by SIGTERM (below), resumed
+    "pp_run_step": ("2:1,2,1~1F1B/2+run_step", None),
+    "mesh_lr": ("1,2,2+lr", 2),  # an LR schedule (halved after step 3), deterministic and the watchdog on
+    "pp_lr": ("2:1,2,1~1F1B/2+lr", 2),  # refused: the error is written, the launch goes on
 }  # and "single", "pp_single": "half", "pp_half" resumed in one process, no process group
-PIPELINES = [name for name, (layout, _) in JOBS.items() if name.startswith("pp") and name != "pp_gpipe"
+PIPELINES = [name for name, (layout, _) in JOBS.items() if name.startswith("pp")
              and not any(mark in layout for mark in "<@+")]
 
 
 @pytest.fixture(scope="module")
 def meshes(tmp_path_factory):
     out = tmp_path_factory.mktemp("meshes")
-    for name, layout in (("stopped", "1,2,2!2"), ("pp_stopped", "2:1,2,1~1F1B/2!2")):  # SIGTERM after step 2
-        stopped = run_python([WORKER, "--out", out, f"{name}={layout}"], timeout=300)
-        (out / f"{name}.log").write_text(f"{stopped.returncode}\n{stopped.stderr}")
-    result = run_python([WORKER, "--out", out, *(f"{name}={layout}" for name, (layout, _) in JOBS.items()
-                                                 if name != "pp_gpipe")], timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    result = run_python([WORKER, "--out", out, "--procs", 2, f"pp_gpipe={JOBS['pp_gpipe'][0]}"], timeout=300)
+    for name, layout, procs in (("stopped", "2:1,1,2~Interleaved1F1B/2!2", 4),  # SIGTERM after step 2
+                                ("plain", "2:1,1,1~GPipe/2+plain", 2)):  # fails: its forward calls every module
+        ended = run_python([WORKER, "--out", out, "--procs", procs, f"{name}={layout}"], timeout=300)
+        (out / f"{name}.log").write_text(f"{ended.returncode}\n{ended.stderr}")
+    result = run_python([WORKER, "--out", out, *(f"{name}={layout}" for name, (layout, _) in JOBS.items())],
+                        timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     result = run_python([WORKER, "--out", out, "--procs", 1, "single=1,1,1<half", "pp_single=1,1,1<pp_half"],
                         timeout=300)
@@ -141,12 +143,6 @@ def test_a_checkpoint_of_a_2x2_mesh_resumes_on_another_layout_and_continues_the_
         torch.testing.assert_close(resharded[key], value, rtol=0, atol=1e-6, msg=key)
 
 
-@pytest.mark.slow
-def test_a_stop_signal_on_a_mesh_saves_exits_75_and_the_resumed_run_ends_bitwise_where_an_uninterrupted_one_does(
-        meshes):
-    code, stderr = (meshes / "stopped.log").read_text().split("\n", 1)
-    assert code == "75" and "stopped by SIGTERM" in stderr, stderr[-3000:]
-    assert same_weights(trained(meshes, "after_stop")["weights"], trained(meshes, "fsdp_tp")["weights"])
 
 
 @pytest.mark.slow
@@ -257,7 +253,7 @@ def test_one_process_trains_under_a_mesh_of_one_as_without_one():
 
 # ---------------------------------------------------------------------------------------------- pipelines
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["pp_gpipe", *PIPELINES])
+@pytest.mark.parametrize("name", PIPELINES)
 def test_every_pipeline_trains_the_weights_one_process_trains_on_the_union_batch(meshes, name):
     weights, data_parallel = trained(meshes, name)["weights"], JOBS[name][1]
     reference = torch.load(meshes / f"reference{data_parallel}.pt")
@@ -267,7 +263,7 @@ def test_every_pipeline_trains_the_weights_one_process_trains_on_the_union_batch
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["pp_gpipe", "pp4_1f1b", "pp_fsdp", "pp_tp_interleaved"])
+@pytest.mark.parametrize("name", ["pp_ddp", "pp4_1f1b", "pp_fsdp", "pp_tp_interleaved"])
 def test_evaluation_and_predict_run_through_the_pipeline_and_count_every_test_sample_once(meshes, name):
     test_evaluation_and_predict_count_every_test_sample_once_whatever_the_layout(meshes, name)
 
@@ -296,9 +292,11 @@ def test_a_checkpoint_resumes_across_pipeline_and_other_layouts_with_equal_weigh
 
 @pytest.mark.slow
 def test_a_stop_signal_during_pipeline_steps_saves_exits_75_and_the_resume_ends_bitwise_equal(meshes):
-    code, stderr = (meshes / "pp_stopped.log").read_text().split("\n", 1)
+    """A pipeline of 2 processes per stage (tensor parallel 2), interleaved: SIGTERM reaches the processes while the
+    next step's schedule runs; they finish it, agree to stop, save and exit 75."""
+    code, stderr = (meshes / "stopped.log").read_text().split("\n", 1)
     assert code == "75" and "stopped by SIGTERM" in stderr, stderr[-3000:]
-    assert same_weights(trained(meshes, "pp_after_stop")["weights"], trained(meshes, "pp_fsdp")["weights"])
+    assert same_weights(trained(meshes, "after_stop")["weights"], trained(meshes, "pp_tp_interleaved")["weights"])
 
 
 @pytest.mark.slow
@@ -306,3 +304,23 @@ def test_export_writes_whole_weights_from_a_pipeline_checkpoint(meshes, tmp_path
     cli_main(["export", str(meshes / "pp_fsdp" / "model" / "last"), "--out", str(tmp_path / "w.pth")])
     weights = torch.load(tmp_path / "w.pth", weights_only=True)
     assert same_weights(weights, trained(meshes, "pp_fsdp")["weights"])
+
+
+@pytest.mark.slow
+def test_a_model_whose_forward_calls_another_stages_module_or_a_run_step_override_is_refused_in_one_line(meshes):
+    code, stderr = (meshes / "plain.log").read_text().split("\n", 1)
+    assert code == "2", stderr[-3000:]
+    assert "the model's forward calls a module that another pipeline stage holds (None in this process): skip such " \
+           "modules in forward" in stderr
+    refused = (meshes / "pp_run_step.error").read_text()
+    assert refused.startswith("RunStepTrainer overrides run_step, and a pipeline (parallel.mesh.pp > 1) runs the model")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mesh_lr", "pp_lr"])
+def test_an_lr_schedule_deterministic_and_the_watchdog_keep_a_mesh_equal_to_one_process(meshes, name):
+    reference = torch.load(meshes / "reference_lr2.pt")
+    assert not same_weights(reference, torch.load(meshes / "reference2.pt"))  # the schedule changes the weights
+    weights = trained(meshes, name)["weights"]
+    for key, value in reference.items():
+        torch.testing.assert_close(weights[key], value, rtol=0, atol=1e-6, msg=key)

@@ -102,10 +102,12 @@ def test_the_pipeline_config_is_read_and_checked_before_anything_is_built():
     ({"mesh": {"pp": 2}, "pipeline": {"split": ["blocks.1", "blocks.2"]}}, "has 2 point(s) and 2 stages need 1"),
     ({"mesh": {"pp": 2}, "pipeline": {"schedule": "ZBVZeroBubble"}}, "schedule is str 'ZBVZeroBubble'"),
     ({"mesh": {"pp": 2}, "pipeline": {"microbatches": 0}}, "microbatches is int 0"),
+    ({"mesh": {"pp": 2}, "amp": "fp16"}, "amp: fp16 under a pipeline"),
 ])
 def test_a_pipeline_config_that_cannot_work_is_refused_in_one_line(parallel, message):
+    amp = parallel.pop("amp", "none")
     with pytest.raises(ConfigError) as error:
-        LoopOptions.from_config({"parallel": parallel})
+        LoopOptions.from_config({"parallel": parallel, "amp": amp})
     assert message in str(error.value) and "\n" not in str(error.value)
 
 

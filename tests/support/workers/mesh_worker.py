@@ -7,7 +7,11 @@ dp_shard and tp; ``name=R,S,T@STEPS`` is cut off after that many optimizer steps
 right after the step's checkpoint, as a killed job ends; ``name=R,S,T!STEPS`` sends SIGTERM to the launcher
 after that many steps, as a cluster does before it pre-empts a job (the job saves and exits 75: run it
 alone); ``name=R,S,T<other`` resumes from ``other``'s
-last checkpoint; ``+ema`` adds an EMA of the weights, decay 0.9, which the weights written are then). For each, rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
+last checkpoint; ``+ema`` adds an EMA of the weights, decay 0.9, which the weights written are then;
+``P:R,S,T~SCHEDULE/MICROBATCHES`` is a pipeline of P stages (``+plain``: of a model whose forward calls every
+module; ``+run_step``: by a trainer overriding run_step, whose refusal is written to ``<name>.error``); ``+lr`` halves the
+learning rate after optimizer step 3 and turns on ``deterministic`` and the watchdog). For each,
+rank 0 writes ``<out>/<name>.pt``: the full weights, the logs,
 and every rank's data-parallel rank and the sample indices it trained on. ``<out>/reference<D>.pt``
 are the weights a hand-written one-process loop reaches on the union of ``D`` processes' batches, and
 ``<out>/reference_ema<D>.pt`` their EMA. The test set (37 samples, batches of 5: shards of unequal length)
@@ -34,10 +38,13 @@ from basetrainer.distributed import comm  # noqa: E402
 from basetrainer.distributed.launch import launch  # noqa: E402
 from basetrainer.engine.events import LOWEST, Callback  # noqa: E402
 from basetrainer.engine.trainer import EngineTrainer  # noqa: E402
+from basetrainer.scheduler import schedules  # noqa: E402
+from basetrainer.scheduler.build_scheduler import LRSchedulerCallback  # noqa: E402
+from basetrainer.errors import ConfigError  # noqa: E402
 from support.workers.fsdp_worker import Indexed  # noqa: E402
 from support.workers.tiny import Cfg  # noqa: E402
 
-STEPS, BATCH, ACCUMULATE, CLIP, LR, SEED, TRAIN_SIZE, EMA_DECAY = 6, 4, 2, 0.5, 0.2, 7, 64, 0.9
+STEPS, BATCH, ACCUMULATE, CLIP, LR, SEED, TRAIN_SIZE, EMA_DECAY, LR_DROP = 6, 4, 2, 0.5, 0.2, 7, 64, 0.9, 3
 
 
 class Block(nn.Module):
@@ -94,7 +101,9 @@ class MeshTrainer(EngineTrainer):
         return [LossesRecorder(), ModelCheckpoint(model_dir=os.path.join(cfg.work_dir, "model"), indicator="loss", mode="min",
                                 every_n_iters=1 if cfg.cut_at else 0), CutOff(cfg.cut_at or cfg.signal_at,
                                                                               bool(cfg.signal_at))] + (
-                    [EMA(decay=EMA_DECAY)] if cfg.ema else [])
+                    [EMA(decay=EMA_DECAY)] if cfg.ema else []) + (
+                    [LRSchedulerCallback(self.optimizer, schedules.multi_step([LR_DROP], 0.5), per_optimizer_step=True)]
+                    if cfg.lr_drop else [])
 
     def run_step(self, inputs):
         x, y, index = inputs
@@ -128,6 +137,24 @@ class PipelineTrainer(MeshTrainer):
     def build_test_loader(self, cfg):
         return self.build_dataloader(Pairs(37, 1), 5, 0, phase="test", shuffle=False)
 
+    def build_model(self, cfg):
+        return self.build_model_parallel(PlainMLP() if cfg.plain else TensorParallelMLP())
+
+
+class RunStepTrainer(PipelineTrainer):
+    def run_step(self, inputs):
+        return super().run_step(inputs)
+
+
+class PlainMLP(TensorParallelMLP):
+    """Its forward calls every module, as a model written for one process does."""
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
 
 class CutOff(Callback):
     """After optimizer step ``at`` (0: never): raises :class:`Cut` once the step's checkpoint is written, or with
@@ -153,9 +180,10 @@ class Cut(Exception):
     pass
 
 
-def reference(data_parallel: int, steps: int) -> tuple:
+def reference(data_parallel: int, steps: int, lr_drop: bool = False) -> tuple:
     """The weights one process reaches, by hand, on the union of ``data_parallel`` processes' batches, and their
-    EMA (with the EMA callback's warm-up: decay min(0.9, (1 + n) / (10 + n)) at its n-th update)."""
+    EMA (with the EMA callback's warm-up: decay min(0.9, (1 + n) / (10 + n)) at its n-th update); ``lr_drop``:
+    the learning rate halved from optimizer step ``LR_DROP`` on."""
     torch.manual_seed(SEED)
     model = TensorParallelMLP()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
@@ -169,6 +197,7 @@ def reference(data_parallel: int, steps: int) -> tuple:
             loss = nn.functional.cross_entropy(model(torch.stack(x)), torch.stack(y)) / ACCUMULATE
             loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        optimizer.param_groups[0]["lr"] = LR * (0.5 if lr_drop and step >= LR_DROP else 1)
         optimizer.step()
         optimizer.zero_grad()
         decay = min(EMA_DECAY, (2 + step) / (11 + step))
@@ -180,7 +209,7 @@ def reference(data_parallel: int, steps: int) -> tuple:
 
 def parse_job(text):
     name, _, spec = text.partition("=")
-    spec, ema, _ = spec.partition("+ema")
+    spec, *flags = spec.split("+")
     spec, _, resume = spec.partition("<")
     spec, _, signal_at = spec.partition("!")
     spec, _, steps = spec.partition("@")
@@ -189,17 +218,27 @@ def parse_job(text):
     sizes = dict(zip(("dp_replicate", "dp_shard", "tp"), (int(size) for size in spec.split(","))), pp=int(pp or 1))
     schedule, _, microbatches = schedule.partition("/")
     pipeline = {"schedule": schedule, "microbatches": int(microbatches or 2)} if schedule else {}
-    return name, sizes, pipeline, int(steps or 0), int(signal_at or 0), resume or None, bool(ema)
+    return name, sizes, pipeline, int(steps or 0), int(signal_at or 0), resume or None, set(flags)
 
 
 def main(args):
     torch.set_num_threads(1)
     for job in args.jobs:
-        name, sizes, pipeline, cut_at, signal_at, resume, ema = parse_job(job)
-        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED, ema=ema,
+        name, sizes, pipeline, cut_at, signal_at, resume, flags = parse_job(job)
+        cfg = Cfg(work_dir=os.path.join(args.out, name), max_iters=STEPS, num_epochs=None, seed=SEED,
+                  ema="ema" in flags, plain="plain" in flags, lr_drop="lr" in flags,
+                  deterministic="lr" in flags, watchdog_timeout=60 if "lr" in flags else 0,
                   cut_at=cut_at, signal_at=signal_at, stop_check_every=1, accumulate_grad_batches=ACCUMULATE,
                   clip_grad_norm=CLIP, progress=False, parallel={"mesh": sizes, "pipeline": pipeline or None},
                   resume=os.path.join(args.out, resume, "model", "last") if resume else None)
+        if "run_step" in flags:  # a pipeline with run_step overridden: refused on every process, the message kept
+            try:
+                RunStepTrainer(cfg)
+            except ConfigError as error:
+                if comm.is_main_process():
+                    with open(os.path.join(args.out, f"{name}.error"), "w") as file:
+                        file.write(str(error))
+            continue
         trainer = (PipelineTrainer if pipeline else MeshTrainer)(cfg)
         try:
             logs = trainer.run()
@@ -218,6 +257,7 @@ def main(args):
             weights, average = reference(data_parallel, STEPS)
             torch.save(weights, os.path.join(args.out, f"reference{data_parallel}.pt"))
             torch.save(average, os.path.join(args.out, f"reference_ema{data_parallel}.pt"))
+        torch.save(reference(2, STEPS, lr_drop=True)[0], os.path.join(args.out, "reference_lr2.pt"))
 
 
 if __name__ == "__main__":
