@@ -206,3 +206,39 @@ def as_id_list(gpu_id) -> list:
         return [int(i) for i in ([gpu_id] if isinstance(gpu_id, (int, str)) else gpu_id)]
     except (TypeError, ValueError):
         raise ConfigError(f"gpu_id expects an integer or a list of integers (GPU numbers), got {gpu_id!r}") from None
+
+
+def broadcast_tensors(value, src: int, group, device):
+    """``value`` (tensors, or tuples, lists and dicts of them, or None) as global rank ``src`` holds it, on every
+    process of ``group``: its layout first, then each tensor."""
+    mine = dist.get_rank() == src
+    layout = [_layout(value) if mine else None]
+    dist.broadcast_object_list(layout, src=src, group=group)
+    return _fill(layout[0], value if mine else None, src, group, device)
+
+
+def _layout(value):
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), value.dtype)
+    if isinstance(value, dict):
+        return ("dict", {key: _layout(item) for key, item in value.items()})
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, [_layout(item) for item in value])
+    return ("value", value)
+
+
+def _fill(layout, value, src, group, device):
+    kind = layout[0]
+    if kind == "tensor":
+        tensor = value.detach().contiguous() if value is not None else torch.empty(layout[1], dtype=layout[2],
+                                                                                  device=device)
+        dist.broadcast(tensor, src=src, group=group)
+        return tensor
+    if kind == "dict":
+        return {key: _fill(item, None if value is None else value[key], src, group, device)
+                for key, item in layout[1].items()}
+    if kind in ("tuple", "list"):
+        items = [_fill(item, None if value is None else value[index], src, group, device)
+                 for index, item in enumerate(layout[1])]
+        return tuple(items) if kind == "tuple" else items
+    return layout[1]

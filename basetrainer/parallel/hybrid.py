@@ -4,7 +4,7 @@ across groups.
 Chosen when the config has ``parallel.mesh`` (:mod:`.mesh`). The model is made ready in one
 order, the one every kind follows (:meth:`~basetrainer.parallel.base.Strategy.wrap`):
 
-1. the pipeline split over ``pp``: this process keeps its stages' layers (:mod:`.pipeline`);
+1. the pipeline split over ``pp``: this process keeps its stages' layers (:mod:`.stages`, run by :mod:`.pipeline`);
 2. tensor parallel over ``tp``: the plan's layers split (:mod:`.tensor_parallel`);
 3. activation checkpointing, then ``compile`` (each block in place);
 4. FSDP over the data-parallel dimensions: with ``dp_shard`` > 1 parameters are sharded there;
@@ -35,7 +35,8 @@ from ..utils.log import get_logger
 from .activation_checkpointing import check_class_names
 from .fsdp import FSDPStrategy, candidate_units, choose_shard_classes, unit_class
 from .mesh import Mesh, pipeline_rank
-from .pipeline import Pipeline, PipelinePlan, assign_stages, keep_units, pipeline_units, stage_indices, stage_view
+from .pipeline import Pipeline, PipelinePlan
+from .stages import assign_stages, keep_units, pipeline_units, stage_indices, stage_view
 from .tensor_parallel import apply_tensor_parallel, resolve_plan
 
 logger = get_logger()

@@ -1,4 +1,4 @@
-"""Pipeline parallelism in one process (basetrainer.parallel.pipeline): how a model is read as units, split into
+"""Pipeline parallelism in one process (basetrainer.parallel.pipeline and .stages): how a model is read as units, split into
 stages and cut down to a process's stages, the microbatch counts, the config, and what is refused. Training through
 pipelines on 2 and 4 gloo processes is in tests/parallel/test_mesh.py (one launch with the other layouts)."""
 import pytest
@@ -12,16 +12,8 @@ from basetrainer.engine.options import LoopOptions
 from basetrainer.errors import ConfigError
 from basetrainer.parallel.hybrid import MeshStrategy
 from basetrainer.parallel.mesh import Mesh, MeshShape, data_parallel_coordinates, pipeline_rank
-from basetrainer.parallel.pipeline import (
-    PassThrough,
-    PipelinePlan,
-    assign_stages,
-    keep_units,
-    microbatch_count,
-    pipeline_units,
-    stage_indices,
-    stage_view,
-)
+from basetrainer.parallel.pipeline import PipelinePlan, microbatch_count
+from basetrainer.parallel.stages import PassThrough, assign_stages, keep_units, pipeline_units, stage_indices, stage_view
 from support.workers.mesh_worker import TensorParallelMLP
 
 
