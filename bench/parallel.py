@@ -20,7 +20,7 @@ shards (pp x dp_shard x tp): what a process would hold if every tensor were spli
 tensor a forward saves, counted from the save until backward frees it, through
 ``saved_tensors_hooks``; the largest rank): what a schedule's order costs, whatever the device.
 
-    python bench/parallel.py [--width 256] [--blocks 8] [--steps 25] [--rounds 2]
+    python bench/parallel.py [--width 256] [--blocks 8] [--steps 25] [--rounds 2] [--only PP]
 """
 import argparse
 import json
@@ -185,6 +185,8 @@ def bench_main(cfg):
     results = {}
     for _ in range(cfg["rounds"]):
         for name, layout, schedule in LAYOUTS:
+            if not name.startswith(cfg["only"]):
+                continue
             for kind, measure in (("engine", engine), ("hand", hand_written)):
                 results.setdefault(f"{name}|{kind}", []).append(measure(cfg, layout, schedule))
     with open(os.path.join(cfg["out"], f"rank{comm.get_rank()}.json"), "w") as f:
@@ -197,11 +199,12 @@ def main():
     parser.add_argument("--blocks", type=int, default=8)
     parser.add_argument("--steps", type=int, default=25, help="steps per measurement (5 warm up)")
     parser.add_argument("--rounds", type=int, default=2, help="measurements of each layout and loop, alternating")
+    parser.add_argument("--only", default="", help="the layouts whose name starts with this (default: all)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as out:
         cfg = {"num_epochs": 1, "gpu_id": list(range(PROCESSES)), "progress": False, "seed": 0, "width": args.width,
-               "blocks": args.blocks, "steps": args.steps, "rounds": args.rounds, "out": out}
+               "blocks": args.blocks, "steps": args.steps, "rounds": args.rounds, "out": out, "only": args.only}
         launch(bench_main, PROCESSES, args=(cfg,))
         ranks = [json.load(open(os.path.join(out, f"rank{r}.json"))) for r in range(PROCESSES)]
     total = sum(p.numel() for p in make_model(args.width, args.blocks).parameters()) * 4 * 4  # fp32: p, g, 2 states
@@ -211,6 +214,8 @@ def main():
     print(f"{'layout':<18}{'params MB':>10}{'grads MB':>10}{'optim MB':>10}{'total MB':>10}{'ideal MB':>10}"
           f"{'vs ideal':>10}{'engine ms':>11}{'hand ms':>9}{'ratio':>7}{'activ. MB':>11}{'hand act.':>11}")
     for name, (pp, replicate, shard, tp), _ in LAYOUTS:
+        if not name.startswith(args.only):
+            continue
         runs = {kind: [measure for rank in ranks for measure in rank[f"{name}|{kind}"]] for kind in ("engine", "hand")}
         held = {key: max(run[key] for run in runs["engine"]) / 2**20 for key in ("params", "grads", "optimizer")}
         mine = sum(held.values())

@@ -43,7 +43,8 @@ logger = get_logger()
 
 
 class MeshStrategy(FSDPStrategy):
-    """Tensor parallel over ``mesh.tp``, then FSDP/HSDP over ``mesh.data_parallel`` (see the module docstring).
+    """Pipeline stages over ``mesh.pp``, tensor parallel over ``mesh.tp``, then FSDP/HSDP over ``mesh.data_parallel``
+    (see the module docstring).
 
     ``plan``: a callable ``plan(model) -> {module-name pattern: style}`` (the config's plan, the trainer's
     hook or the model's own), asked once the model exists; ``pipeline``: the
@@ -59,7 +60,7 @@ class MeshStrategy(FSDPStrategy):
         self.pipeline_plan = pipeline or PipelinePlan()
         self.pipeline = None  # the Pipeline, once distribute built it (pp > 1)
         self._stages = None  # [(stage index, its units)] of this process, and every unit: set by split
-        self._stage_units = ()  # the classes sharded as units in each stage, chosen on the whole model
+        self._unit_classes = ()  # the classes sharded as units in each stage, chosen on the whole model
 
     def split(self, model: nn.Module) -> nn.Module:
         shape = self.mesh.shape
@@ -93,7 +94,7 @@ class MeshStrategy(FSDPStrategy):
                               f"parallel.mesh.pp: 1")
         plan, pp = self.pipeline_plan, self.mesh.shape.pp
         check_class_names(model, self.shard_classes, "fsdp_shard")
-        self._stage_units = self.shard_classes or choose_shard_classes(model)  # chosen on the whole model
+        self._unit_classes = self.shard_classes or choose_shard_classes(model)  # chosen on the whole model
         units = pipeline_units(model, plan.split)
         stages = assign_stages(model, plan.stages(pp), plan.split)
         mine = stage_indices(pipeline_rank(self.mesh.shape, comm.get_rank()), pp, plan.local_stages)
@@ -135,7 +136,7 @@ class MeshStrategy(FSDPStrategy):
     def units(self, model: nn.Module) -> list:
         if self._stages is None:
             return super().units(model)
-        return [module for _, module in reversed(candidate_units(model)) if unit_class(module) in self._stage_units]
+        return [module for _, module in reversed(candidate_units(model)) if unit_class(module) in self._unit_classes]
 
     def attach_loss(self, criterion, autocast) -> None:
         if self.pipeline is not None:
