@@ -81,6 +81,12 @@ def trained(meshes, name):
     return torch.load(meshes / f"{name}.pt", weights_only=False)
 
 
+def assert_close_weights(weights, expected):
+    """Every weight of ``expected`` in ``weights``, equal within 1e-6 (what the order of floating-point sums leaves)."""
+    for key, value in expected.items():
+        torch.testing.assert_close(weights[key], value, rtol=0, atol=1e-6, msg=key)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["tp4", "fsdp_tp", "hsdp_tp", "hsdp"])
 def test_every_layout_trains_the_weights_one_process_trains_on_the_union_batch(meshes, name):
@@ -88,8 +94,7 @@ def test_every_layout_trains_the_weights_one_process_trains_on_the_union_batch(m
     reference = torch.load(meshes / f"reference{data_parallel}.pt")
     assert run["strategy"] == "mesh"
     assert sorted(run["weights"]) == sorted(reference)  # whole weights, the model's own names
-    for key, value in reference.items():
-        torch.testing.assert_close(run["weights"][key], value, rtol=0, atol=1e-6, msg=key)
+    assert_close_weights(run["weights"], reference)
 
 
 @pytest.mark.slow
@@ -126,8 +131,7 @@ def test_an_ema_of_tensor_parallel_and_sharded_weights_equals_the_one_process_em
     run, data_parallel = trained(meshes, name), JOBS[name][1]
     reference = torch.load(meshes / f"reference_ema{data_parallel}.pt")
     assert not same_weights(reference, torch.load(meshes / f"reference{data_parallel}.pt"))  # an average, not the last
-    for key, value in reference.items():
-        torch.testing.assert_close(run["weights"][key], value, rtol=0, atol=1e-6, msg=key)
+    assert_close_weights(run["weights"], reference)
 
 
 @pytest.mark.slow
@@ -139,8 +143,7 @@ def test_a_resume_at_the_same_layout_ends_bitwise_where_the_uninterrupted_run_do
 @pytest.mark.parametrize("name", ["resharded", "on_fewer", "single"])
 def test_a_checkpoint_of_a_2x2_mesh_resumes_on_another_layout_and_continues_the_same_training(meshes, name):
     resharded, uninterrupted = trained(meshes, name)["weights"], trained(meshes, "fsdp_tp")["weights"]
-    for key, value in uninterrupted.items():
-        torch.testing.assert_close(resharded[key], value, rtol=0, atol=1e-6, msg=key)
+    assert_close_weights(resharded, uninterrupted)
 
 
 
@@ -258,8 +261,7 @@ def test_every_pipeline_trains_the_weights_one_process_trains_on_the_union_batch
     weights, data_parallel = trained(meshes, name)["weights"], JOBS[name][1]
     reference = torch.load(meshes / f"reference{data_parallel}.pt")
     assert sorted(weights) == sorted(reference)  # gathered from every stage, under the model's own names
-    for key, value in reference.items():
-        torch.testing.assert_close(weights[key], value, rtol=0, atol=1e-6, msg=key)
+    assert_close_weights(weights, reference)
 
 
 @pytest.mark.slow
@@ -271,8 +273,7 @@ def test_evaluation_and_predict_run_through_the_pipeline_and_count_every_test_sa
 @pytest.mark.slow
 def test_an_ema_under_a_pipeline_averages_every_stage_as_one_process_does(meshes):
     run, reference = trained(meshes, "pp_ema"), torch.load(meshes / "reference_ema2.pt")
-    for key, value in reference.items():
-        torch.testing.assert_close(run["weights"][key], value, rtol=0, atol=1e-6, msg=key)
+    assert_close_weights(run["weights"], reference)
 
 
 @pytest.mark.slow
@@ -286,8 +287,7 @@ def test_a_pipeline_resumed_at_the_same_layout_ends_bitwise_where_the_uninterrup
 def test_a_checkpoint_resumes_across_pipeline_and_other_layouts_with_equal_weights_and_optimizer_state(
         meshes, name, uninterrupted):
     resumed, expected = trained(meshes, name)["weights"], trained(meshes, uninterrupted)["weights"]
-    for key, value in expected.items():
-        torch.testing.assert_close(resumed[key], value, rtol=0, atol=1e-6, msg=key)
+    assert_close_weights(resumed, expected)
 
 
 @pytest.mark.slow
@@ -322,5 +322,4 @@ def test_an_lr_schedule_deterministic_and_the_watchdog_keep_a_mesh_equal_to_one_
     reference = torch.load(meshes / "reference_lr2.pt")
     assert not same_weights(reference, torch.load(meshes / "reference2.pt"))  # the schedule changes the weights
     weights = trained(meshes, name)["weights"]
-    for key, value in reference.items():
-        torch.testing.assert_close(weights[key], value, rtol=0, atol=1e-6, msg=key)
+    assert_close_weights(weights, reference)
