@@ -126,7 +126,7 @@ class MeshStrategy(FSDPStrategy):
             for position, (_, view) in enumerate(views):  # gathered from a step's first forward to its last
                 self.shard(view, reshard_after_forward=False, log=position == 0)  # backward, as torchtitan does
         shape = self.mesh.shape
-        last = (shape.pp - 1) * (shape.size // shape.pp) + comm.get_rank() % (shape.size // shape.pp)
+        last = (shape.pp - 1) * shape.per_stage + comm.get_rank() % shape.per_stage
         self.pipeline = Pipeline(self.pipeline_plan, views, self.pipeline_plan.stages(shape.pp),
                                  self.mesh.pp.get_group(), last, self.device)
         if comm.is_main_process():
@@ -168,7 +168,7 @@ class MeshStrategy(FSDPStrategy):
     def gather_stages(self, state: dict) -> dict:
         if self.pipeline is None:
             return state
-        if comm.get_rank() % (self.mesh.shape.size // self.mesh.shape.pp):
+        if comm.get_rank() % self.mesh.shape.per_stage:
             return state
         parts = [None] * self.mesh.shape.pp if comm.is_main_process() else None
         dist.gather_object(state, parts, dst=0, group=self.pipeline.group)

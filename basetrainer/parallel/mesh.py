@@ -84,6 +84,11 @@ class MeshShape:
         return self.pp * self.dp_replicate * self.dp_shard * self.tp
 
     @property
+    def per_stage(self) -> int:
+        """Processes in each pipeline stage (all of them without a pipeline)."""
+        return self.size // self.pp
+
+    @property
     def data_parallel_size(self) -> int:
         """Processes that see different batches."""
         return self.dp_replicate * self.dp_shard
@@ -94,12 +99,12 @@ class MeshShape:
 
 def data_parallel_coordinates(shape: MeshShape, rank: int) -> tuple:
     """``(data-parallel rank, tensor-parallel rank)`` of global ``rank`` on ``shape``."""
-    return rank % (shape.size // shape.pp) // shape.tp, rank % shape.tp
+    return rank % shape.per_stage // shape.tp, rank % shape.tp
 
 
 def pipeline_rank(shape: MeshShape, rank: int) -> int:
     """The pipeline coordinate (which stage group) of global ``rank`` on ``shape``."""
-    return rank // (shape.size // shape.pp)
+    return rank // shape.per_stage
 
 
 @dataclass
@@ -138,7 +143,7 @@ def build_mesh(shape: Optional[MeshShape], device) -> Optional[Mesh]:
         return Mesh(shape, None)
     device_mesh = init_device_mesh(device.type, tuple(getattr(shape, name) for name in DIMENSIONS),
                                    mesh_dim_names=DIMENSIONS)
-    per_stage = shape.size // shape.pp
+    per_stage = shape.per_stage
     groups = [list(range(stage * per_stage + tp_rank, (stage + 1) * per_stage, shape.tp))
               for stage in range(shape.pp) for tp_rank in range(shape.tp)]
     group, _ = dist.new_subgroups_by_enumeration(groups)  # collective: every process, every group

@@ -89,10 +89,11 @@ class Pipeline:
         self.group, self.last, self.device = group, last, device
         self.is_first = any(index == 0 for index, _ in stages)
         self.is_last = any(index == num_stages - 1 for index, _ in stages)
+        self.microbatches = plan.microbatches_for(dist.get_world_size(group))
         self.criterion, self.autocast = None, None
         self._schedules = {}
         self._losses, self._rows, self._scale = [], 1, 1
-        self._schedule(True, plan.microbatches_for(dist.get_world_size(group)))  # a count torch refuses: now
+        self._schedule(True, self.microbatches)  # a count torch refuses: now
 
     def attach_loss(self, criterion, autocast) -> None:
         """What the last stage computes the loss with (``criterion(outputs, targets)``), under ``autocast()`` (fp16
@@ -125,7 +126,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ schedules
     def _count(self, rows: int) -> int:
-        return microbatch_count(rows, self.plan.microbatches_for(dist.get_world_size(self.group)))
+        return microbatch_count(rows, self.microbatches)
 
     def _schedule(self, training: bool, count: int, example=None):
         """The schedule for ``count`` microbatches of a batch shaped like ``example`` (stages infer the shapes of
@@ -133,8 +134,7 @@ class Pipeline:
         shape = tuple(example.shape) if isinstance(example, torch.Tensor) else None
         key = (training, count, shape)
         if key not in self._schedules:
-            configured = training and count == self.plan.microbatches_for(dist.get_world_size(self.group))
-            if configured:
+            if training and count == self.microbatches:
                 kind = SCHEDULES[self.plan.schedule]
             else:
                 kind = ScheduleGPipe if self.plan.single else ScheduleLoopedBFS
