@@ -1,12 +1,14 @@
 """The layering rules of docs/ARCHITECTURE.md, checked on the source: each layer imports only the layers
 below it, the building blocks take from the engine its event protocol and run state only, nothing
-imports an old path, and no module outgrows one job."""
+imports an old path, no module outgrows one job, and a process that trains on one device or with DDP does
+not import what only FSDP, a mesh or a pipeline needs."""
 import ast
 import pathlib
 
 import pytest
 
 from basetrainer import old_paths
+from support.processes import run_python
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "basetrainer"
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -95,6 +97,21 @@ def test_no_module_is_longer_than_the_limit():
     long = {str(p.relative_to(PACKAGE)): n for p in MODULES
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+# Imported only by FSDP, a device mesh, a pipeline, sharded checkpoints or compile: together about two seconds of
+# every process's start (torch._dynamo alone is most of it).
+HEAVY_MODULES = ("torch._dynamo", "torch.distributed.fsdp", "torch.distributed.tensor", "torch.distributed.pipelining",
+                 "torch.distributed.checkpoint")
+
+
+@pytest.mark.slow
+def test_the_engine_callbacks_data_and_launch_import_none_of_what_only_fsdp_a_mesh_or_a_pipeline_needs():
+    code = ("import sys, basetrainer.engine.trainer, basetrainer.callbacks, basetrainer.checkpoint.manager, "
+            "basetrainer.distributed.launch, basetrainer.data, basetrainer.metric, basetrainer.parallel; "
+            f"print(sorted(name for name in {HEAVY_MODULES!r} if name in sys.modules))")
+    result = run_python(["-c", code], check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def _absolute_imports(path: pathlib.Path):

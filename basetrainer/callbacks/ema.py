@@ -2,11 +2,11 @@
 from collections import defaultdict
 
 import torch
-from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from ..engine.events import HIGHEST, Callback
 from ..parallel import unwrap_model
+from ..parallel.base import is_dtensor
 from ..utils.log import get_logger
 
 logger = get_logger()
@@ -126,7 +126,7 @@ class EMA(Callback):
         by_mesh = defaultdict(list)  # tensor-parallel, FSDP-sharded and plain tensors apart
         for a, c in self._pairs:
             if a.is_floating_point():
-                by_mesh[a.device_mesh if isinstance(a, DTensor) else None].append((a, c))
+                by_mesh[a.device_mesh if is_dtensor(a) else None].append((a, c))
         self._floating = [([a for a, _ in pairs], [c for _, c in pairs]) for pairs in by_mesh.values()]
         self._others = [(a, c) for a, c in self._pairs if not a.is_floating_point()]
 
@@ -171,13 +171,14 @@ def _same_layout(averaged: dict, current: dict) -> bool:
 
 def _whole(tensor: torch.Tensor) -> torch.Tensor:
     """The whole tensor: an FSDP shard (a DTensor) gathered from every rank (a collective), else itself."""
-    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+    return tensor.full_tensor() if is_dtensor(tensor) else tensor
 
 
 def _like(saved: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
     """``saved`` (a whole tensor, or a shard) on ``current``'s device and dtype; sharded as ``current``
     when that is an FSDP shard (every rank holds the whole ``saved``, and keeps its own part)."""
-    if isinstance(current, DTensor) and not isinstance(saved, DTensor):
+    if is_dtensor(current) and not is_dtensor(saved):
+        from torch.distributed.tensor import distribute_tensor  # imported already: current is a DTensor
         return distribute_tensor(saved.to(device=current.device, dtype=current.dtype), current.device_mesh,
                                  current.placements, src_data_rank=None)
     return saved.to(device=current.device, dtype=current.dtype)

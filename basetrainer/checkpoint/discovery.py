@@ -1,14 +1,18 @@
 """Which checkpoint a run resumes from: the path ``resume`` names, or for ``resume: auto`` the newest run's
-``last.pth``, passing over a damaged one to the ``last.prev.pth`` saved before it."""
+``last.pth``, passing over a damaged one to the ``last.prev.pth`` saved before it.
+
+Finding sharded checkpoints (:mod:`.sharded`) only looks at files: it does not import
+``torch.distributed.checkpoint``, which a run that writes none never needs."""
 import glob
 import os
 
 from ..distributed import comm
 from ..errors import CheckpointError
 from ..utils.log import get_logger
-from . import files, sharded
+from . import files
 
 logger = get_logger()
+METADATA_FILE = ".metadata"  # the index of a sharded (DCP) checkpoint, written last
 
 
 def find_checkpoints(resume, known_paths=(), work_dir=None) -> list:
@@ -19,7 +23,7 @@ def find_checkpoints(resume, known_paths=(), work_dir=None) -> list:
     if resume is None:
         return []
     if str(resume).lower() != "auto":
-        if not (os.path.isfile(str(resume)) or sharded.is_sharded_checkpoint(resume)):
+        if not (os.path.isfile(str(resume)) or is_sharded_checkpoint(resume)):
             raise CheckpointError(f"resume: no checkpoint at {resume}; check the path, or use resume: auto")
         return [str(resume)]
     lasts = {p for p in known_paths if p}
@@ -30,7 +34,7 @@ def find_checkpoints(resume, known_paths=(), work_dir=None) -> list:
                      if os.path.basename(path) == "last.prev.pth")
     runs = [[path for path in (last, files.previous_path(last)) if os.path.isfile(path)] for last in lasts]
     runs = [run for run in runs if run]
-    runs += [[path] for path in sharded.find_sharded_checkpoints(known_paths, work_dir)]
+    runs += [[path] for path in find_sharded_checkpoints(known_paths, work_dir)]
     if not runs:
         if comm.is_main_process():
             logger.info("resume: auto found no last.pth; starting from scratch")
@@ -48,7 +52,7 @@ def pick_checkpoint(resume, known_paths=(), work_dir=None):
     if comm.is_main_process() and candidates:
         path, saved = _first_loadable(candidates, auto=str(resume).lower() == "auto")
     path = comm.broadcast_object(path)
-    if path is not None and saved is None and not sharded.is_sharded_checkpoint(path):
+    if path is not None and saved is None and not is_sharded_checkpoint(path):
         saved = files.load_checkpoint(path)
     return path, saved
 
@@ -56,7 +60,7 @@ def pick_checkpoint(resume, known_paths=(), work_dir=None):
 def _first_loadable(candidates, auto: bool):
     skipped = []
     for path in candidates:
-        if sharded.is_sharded_checkpoint(path):
+        if is_sharded_checkpoint(path):
             return path, None
         try:
             saved = files.load_checkpoint(path)
@@ -71,3 +75,22 @@ def _first_loadable(candidates, auto: bool):
         return path, saved
     raise CheckpointError(f"resume: auto found checkpoints but none loads ({', '.join(skipped)}); "
                           f"resume from a copy, or move them away to start afresh")
+
+
+def checkpoint_directory(path) -> str:
+    """The sharded checkpoint written where ``path`` names a file: ``model/last.pth`` -> ``model/last``."""
+    root, extension = os.path.splitext(str(path))
+    return root if extension == ".pth" else str(path)
+
+
+def is_sharded_checkpoint(path) -> bool:
+    """Whether ``path`` is a complete DCP checkpoint directory (or a link to one)."""
+    return path is not None and os.path.isfile(os.path.join(str(path), METADATA_FILE))
+
+
+def find_sharded_checkpoints(known_paths=(), work_dir=None) -> list:
+    """The complete sharded checkpoints beside ``known_paths`` (``last.pth`` -> ``last``) and named ``last`` under ``work_dir``."""
+    found = [checkpoint_directory(path) for path in known_paths if path]
+    if work_dir:
+        found += glob.glob(os.path.join(str(work_dir), "**", "last"), recursive=True)
+    return [path for path in set(found) if is_sharded_checkpoint(path)]

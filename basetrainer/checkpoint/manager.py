@@ -23,7 +23,6 @@ from .. import __version__
 from ..distributed import comm
 from . import discovery, files
 from .parts import RandomStreams
-from .sharded import ShardedCheckpointer
 
 
 class CheckpointManager:
@@ -36,8 +35,8 @@ class CheckpointManager:
 
     def __init__(self, resume=None, work_dir=None, sharded: bool = False, asynchronous: bool = False):
         self.resume_from, self.work_dir = resume, work_dir
-        self.sharded = sharded or asynchronous
-        self.writer = ShardedCheckpointer(asynchronous=asynchronous)
+        self.sharded, self.asynchronous = sharded or asynchronous, asynchronous
+        self._writer = None  # the ShardedCheckpointer, made on first use
         self.path = None  # where the training state is saved by default, and where resume: auto looks first
         self.saved_position = None  # the run position the file at ``path`` holds, when this run wrote it
         self.model = None  # the ModelAndOptimizer part
@@ -76,7 +75,7 @@ class CheckpointManager:
         if self.sharded:
             loop_state = self.state_dict(with_weights=False)  # first: the parts' own state, not the average swapped in
             with self.model.strategy.averaged_weights(self.model.model):
-                return self.writer.save(self.model.model, self.model.optimizer, path, loop_state)
+                return self._sharded_writer().save(self.model.model, self.model.optimizer, path, loop_state)
         saved = self.state_dict()
         if comm.is_main_process():
             files.save_checkpoint(saved, path, keep_previous=True)
@@ -93,7 +92,16 @@ class CheckpointManager:
 
     def wait(self, quietly: bool = False) -> None:
         """Returns once a checkpoint written in the background is complete (see :meth:`ShardedCheckpointer.wait`)."""
-        self.writer.wait(quietly=quietly)
+        if self._writer is not None:
+            self._writer.wait(quietly=quietly)
+
+    def _sharded_writer(self):
+        """The writer of sharded checkpoints, made on first use: a run that writes and reads none does not import
+        ``torch.distributed.checkpoint`` (a second at every process's start)."""
+        if self._writer is None:
+            from .sharded import ShardedCheckpointer
+            self._writer = ShardedCheckpointer(asynchronous=self.asynchronous)
+        return self._writer
 
     # ------------------------------------------------------------------ resuming
     def resume(self):
@@ -106,7 +114,7 @@ class CheckpointManager:
         if path is None:
             return None
         if saved is None:  # sharded: the model and the optimizer go straight into their shards
-            saved = self.writer.load(self.model.model, self.model.optimizer, path)
+            saved = self._sharded_writer().load(self.model.model, self.model.optimizer, path)
             self.load_state_dict(saved, name=path, with_weights=False)
         else:
             self.load_state_dict(saved, name=path)

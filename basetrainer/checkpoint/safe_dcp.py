@@ -22,9 +22,8 @@ from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.planner import ReadItem
 
 from ..errors import CheckpointError
+from .discovery import METADATA_FILE
 from .files import unsafe_detail
-
-METADATA_FILE = ".metadata"
 
 _ALLOWED = {
     ("torch.distributed.checkpoint.metadata", name): getattr(dcp_metadata, name)

@@ -47,8 +47,9 @@ from ..errors import CheckpointError
 from ..parallel.fsdp import reshard
 from ..utils.log import get_logger
 from . import safe_dcp
+from .discovery import checkpoint_directory
 from .files import unsafe_detail
-from .safe_dcp import METADATA_FILE, read_metadata
+from .safe_dcp import read_metadata
 
 logger = get_logger()
 
@@ -57,25 +58,6 @@ _PER_RANK = ("loss_tally", "samples_seen")
 # a pipeline hold different parameters, and the nested form's one list of names per group would collide between them.
 FLAT = StateDictOptions(flatten_optimizer_state_dict=True)
 NESTED_OPTIMIZER_KEY = "optimizer.param_groups.0.params"  # only in the nested form (checkpoints of earlier versions)
-
-
-def checkpoint_directory(path) -> str:
-    """The sharded checkpoint written where ``path`` names a file: ``model/last.pth`` -> ``model/last``."""
-    root, extension = os.path.splitext(str(path))
-    return root if extension == ".pth" else str(path)
-
-
-def is_sharded_checkpoint(path) -> bool:
-    """Whether ``path`` is a complete DCP checkpoint directory (or a link to one)."""
-    return path is not None and os.path.isfile(os.path.join(str(path), METADATA_FILE))
-
-
-def find_sharded_checkpoints(known_paths=(), work_dir=None) -> list:
-    """The complete sharded checkpoints beside ``known_paths`` (``last.pth`` -> ``last``) and named ``last`` under ``work_dir``."""
-    found = [checkpoint_directory(path) for path in known_paths if path]
-    if work_dir:
-        found += glob.glob(os.path.join(str(work_dir), "**", "last"), recursive=True)
-    return [path for path in set(found) if is_sharded_checkpoint(path)]
 
 
 class ShardedCheckpointer:

@@ -11,7 +11,7 @@ from ..distributed import comm
 from ..errors import ConfigError
 from ..parallel.communication import Communication
 from ..parallel.mesh import MeshShape
-from ..parallel.pipeline import PipelinePlan
+from ..parallel.plans import PipelinePlan
 from .settings import LOOP_SETTINGS, PIPELINE
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -51,7 +51,7 @@ class LoopOptions:
     ``grad_compression`` and ``powersgd`` into ``communication``, what DDP's replicas send
     (:mod:`basetrainer.parallel.communication`); ``parallel`` into ``mesh`` (a
     :class:`~basetrainer.parallel.mesh.MeshShape`, or None), ``tensor_parallel_plan`` and ``pipeline`` (a
-    :class:`~basetrainer.parallel.pipeline.PipelinePlan`, or None without ``pp``).
+    :class:`~basetrainer.parallel.plans.PipelinePlan`, or None without ``pp``).
     """
 
     num_epochs: int

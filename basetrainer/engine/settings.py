@@ -8,8 +8,7 @@ import argparse
 
 from ..config.kinds import Boolean, Choice, Fields, Integer, ListOf, MappingOf, Number, OneOf, Positions, Text
 from ..config.schema import Schema, Setting
-from ..parallel.pipeline import SCHEDULES
-from ..parallel.tensor_parallel import STYLES
+from ..parallel.plans import SCHEDULE_NAMES, STYLES
 
 AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                "bfloat16": "bf16", "float16": "fp16", "half": "fp16", True: "true", False: "none"}
@@ -21,7 +20,7 @@ MESH = Fields(pp=(MESH_SIZE, 1), dp_replicate=(MESH_SIZE, 1), dp_shard=(MESH_SIZ
 PATTERN = Text(non_empty=True, meaning="a module-name pattern", plural="module-name patterns")
 TENSOR_PARALLEL = Fields(plan=(MappingOf(PATTERN, Choice(*STYLES)), None))
 MODULE_NAME = Text(pattern=r"[A-Za-z0-9_.]+", meaning="a module name", plural="module names")
-PIPELINE = Fields(schedule=(Choice(*SCHEDULES), "1F1B"), microbatches=(Integer(minimum=1), None),
+PIPELINE = Fields(schedule=(Choice(*SCHEDULE_NAMES), "1F1B"), microbatches=(Integer(minimum=1), None),
                   split=(ListOf(MODULE_NAME, min_length=1, unique=True), None),
                   stages_per_rank=(Integer(minimum=1), None))
 PARALLEL = Fields(mesh=(MESH, None), tensor_parallel=(TENSOR_PARALLEL, TENSOR_PARALLEL.defaults()),

@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 from ..checkpoint.files import load_checkpoint
-from ..checkpoint.sharded import consolidated_weights, is_sharded_checkpoint, read_loop_state
+from ..checkpoint.discovery import is_sharded_checkpoint
+from ..checkpoint.sharded import consolidated_weights, read_loop_state
 from ..checkpoint.weights import check_shapes, extract_model_state, is_model_and_optimizer_file
 from ..config import load_config
 from ..errors import CheckpointError, ConfigError

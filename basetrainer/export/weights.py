@@ -5,7 +5,8 @@ each parameter in pieces; :func:`write_weights` joins them into a plain ``state_
 ``torch.load(..., weights_only=True)`` reads and the model without any wrapper loads.
 """
 from ..checkpoint.files import save_checkpoint
-from ..checkpoint.sharded import consolidated_weights, is_sharded_checkpoint
+from ..checkpoint.discovery import is_sharded_checkpoint
+from ..checkpoint.sharded import consolidated_weights
 from ..checkpoint.weights import read_model_weights
 
 

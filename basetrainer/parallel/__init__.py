@@ -14,31 +14,37 @@ several processes under DDP; elsewhere it is refused here, before the model is m
 Every kind applies conversions, activation checkpointing, compile, the device and its own
 wrapper in one order (:meth:`Strategy.wrap`). To add a kind, subclass :class:`Strategy` and
 choose it here.
+
+:class:`FSDPStrategy` and :class:`MeshStrategy` are imported when first used: their modules
+import ``torch.distributed.fsdp``, ``.tensor`` and ``.pipelining``, which bring in
+``torch._dynamo`` and cost every process about two seconds at start-up.
 """
+import sys
 from typing import Optional
 
 from torch import nn
-from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from ..distributed import comm
 from ..errors import ConfigError
+from ..utils.lazy import lazy_attributes
 from .base import Strategy, unwrap_model
 from .communication import Communication
 from .data_parallel import DataParallelStrategy
 from .ddp import DDPStrategy
-from .fsdp import FSDPStrategy
-from .hybrid import MeshStrategy
 
 __all__ = ["Strategy", "DataParallelStrategy", "DDPStrategy", "FSDPStrategy", "MeshStrategy", "select_strategy",
            "strategy_of", "unwrap_model"]
+
+__getattr__ = lazy_attributes(__name__, {"basetrainer.parallel.fsdp": ("FSDPStrategy",),
+                                          "basetrainer.parallel.hybrid": ("MeshStrategy",)})
 
 
 def select_strategy(options, device, device_ids=None, mesh=None, plan=None, pipeline=None, **overrides) -> Strategy:
     """The strategy for this process: ``options`` is the trainer's :class:`~basetrainer.engine.options.LoopOptions`;
     ``device_ids`` the GPUs asked for (default ``options.gpu_id``); ``mesh`` the built device mesh
     (:func:`~basetrainer.parallel.mesh.build_mesh`), ``plan`` what gives its tensor-parallel plan
-    and ``pipeline`` its :class:`~basetrainer.parallel.pipeline.PipelinePlan` (see :class:`MeshStrategy`);
+    and ``pipeline`` its :class:`~basetrainer.parallel.plans.PipelinePlan` (see :class:`MeshStrategy`);
     ``overrides`` replace
     the DDP options (``sync_bn``, ``find_unused_parameters``, ``broadcast_buffers``; FSDP takes
     the first and the last). One process with ``strategy: fsdp`` trains unsharded, and reads and
@@ -58,7 +64,9 @@ def select_strategy(options, device, device_ids=None, mesh=None, plan=None, pipe
         fsdp.update(shard_classes=options.fsdp_shard, amp=options.amp, cpu_offload=options.fsdp_cpu_offload,
                     reshard_after_forward=options.fsdp_reshard_after_forward)
         if mesh is not None:
+            from .hybrid import MeshStrategy
             return MeshStrategy(device, mesh, plan, pipeline, **fsdp, **common)
+        from .fsdp import FSDPStrategy
         return FSDPStrategy(device, **fsdp, **common)
     if comm.get_world_size() > 1:
         ddp = dict(sync_bn=options.sync_bn, find_unused_parameters=options.find_unused_parameters,
@@ -76,14 +84,22 @@ def strategy_of(model: nn.Module, device, compile: bool = False, communication: 
     communication = communication or Communication()
     if isinstance(model, DistributedDataParallel):
         return DDPStrategy(device, compile=compile, communication=communication)
-    if communication.enabled and isinstance(model, (DataParallel, FSDPModule)):
+    if communication.enabled and (isinstance(model, DataParallel) or _is_fsdp(model)):
         raise ConfigError(f"{_named(communication)} applies to DistributedDataParallel and build_model returned a "
                           f"{type(model).__name__}: remove the setting, or return the model unwrapped")
     if isinstance(model, DataParallel):
         return DataParallelStrategy(device, model.device_ids, compile=compile)
-    if isinstance(model, FSDPModule):
+    if _is_fsdp(model):
+        from .fsdp import FSDPStrategy
         return FSDPStrategy(device, compile=compile)
     return None
+
+
+def _is_fsdp(model: nn.Module) -> bool:
+    """Whether ``fully_shard`` wrapped ``model``: never so while ``torch.distributed.fsdp`` is not imported, so
+    this does not import it."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
 
 
 def _named(communication: Communication) -> str:

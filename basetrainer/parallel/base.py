@@ -1,5 +1,6 @@
 """What every parallel strategy does, and the single-device strategy that does it plainly."""
 import contextlib
+import sys
 
 import torch
 from torch import nn
@@ -140,3 +141,10 @@ def unwrap_model(model: nn.Module) -> nn.Module:
             model = model._orig_mod
         else:
             return model
+
+
+def is_dtensor(tensor) -> bool:
+    """Whether ``tensor`` is a DTensor (an FSDP shard, a tensor-parallel piece). It does not import
+    ``torch.distributed.tensor`` (a second at a process's start): no DTensor exists before it is imported."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)

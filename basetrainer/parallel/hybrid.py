@@ -35,7 +35,8 @@ from ..utils.log import get_logger
 from .activation_checkpointing import check_class_names
 from .fsdp import FSDPStrategy, candidate_units, choose_shard_classes, unit_class
 from .mesh import Mesh, pipeline_rank
-from .pipeline import Pipeline, PipelinePlan
+from .pipeline import Pipeline
+from .plans import PipelinePlan
 from .stages import assign_stages, keep_units, pipeline_units, stage_indices, stage_view
 from .tensor_parallel import apply_tensor_parallel, resolve_plan
 
@@ -48,7 +49,7 @@ class MeshStrategy(FSDPStrategy):
 
     ``plan``: a callable ``plan(model) -> {module-name pattern: style}`` (the config's plan, the trainer's
     hook or the model's own), asked once the model exists; ``pipeline``: the
-    :class:`~basetrainer.parallel.pipeline.PipelinePlan` when ``pp`` > 1; other arguments as for FSDPStrategy.
+    :class:`~basetrainer.parallel.plans.PipelinePlan` when ``pp`` > 1; other arguments as for FSDPStrategy.
     """
 
     name = "mesh"

@@ -13,14 +13,11 @@ callbacks see the batch as on one process. A batch whose rows the microbatch cou
 which takes any count.
 """
 import contextlib
-from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining.schedules import (
-    PipelineScheduleSingle,
     Schedule1F1B,
     ScheduleGPipe,
     ScheduleInterleaved1F1B,
@@ -31,44 +28,12 @@ from torch.distributed.pipelining.schedules import (
 from ..distributed.comm import broadcast_tensors
 from ..errors import ConfigError
 from ..utils.batch import batch_size, total_loss
+from .plans import PipelinePlan
 
+#: The schedule each of :data:`~basetrainer.parallel.plans.SCHEDULE_NAMES` stands for.
 SCHEDULES = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B, "Interleaved1F1B": ScheduleInterleaved1F1B,
              "LoopedBFS": ScheduleLoopedBFS, "InterleavedZeroBubble": ScheduleInterleavedZeroBubble}
 
-
-@dataclass(frozen=True)
-class PipelinePlan:
-    """``parallel.pipeline``: the schedule's name, the microbatches per batch (None: one per stage), the units where
-    stages begin (None: an even split) and the stages per process (None: 1, or 2 for a schedule that takes several)."""
-
-    schedule: str = "1F1B"
-    microbatches: Optional[int] = None
-    split: Optional[tuple] = None
-    stages_per_rank: Optional[int] = None
-
-    def __post_init__(self):
-        self.local_stages  # noqa: B018 (a stages_per_rank the schedule cannot take is refused when the plan is made)
-
-    @property
-    def single(self) -> bool:
-        """Whether the schedule runs one stage per process."""
-        return issubclass(SCHEDULES[self.schedule], PipelineScheduleSingle)
-
-    @property
-    def local_stages(self) -> int:
-        if self.single:
-            if self.stages_per_rank not in (None, 1):
-                raise ConfigError(f"parallel.pipeline.stages_per_rank is {self.stages_per_rank} and schedule "
-                                  f"{self.schedule} runs one stage per process: use Interleaved1F1B, LoopedBFS or "
-                                  f"InterleavedZeroBubble, or set stages_per_rank: 1")
-            return 1
-        return self.stages_per_rank or 2
-
-    def stages(self, pp: int) -> int:
-        return pp * self.local_stages
-
-    def microbatches_for(self, pp: int) -> int:
-        return self.microbatches or self.stages(pp)
 
 def microbatch_count(rows: int, configured: int) -> int:
     """The microbatches a batch of ``rows`` is split into: ``configured``, or the largest count that divides the rows

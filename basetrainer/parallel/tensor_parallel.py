@@ -39,8 +39,7 @@ from torch.distributed.tensor.parallel import (
 )
 
 from ..errors import ConfigError
-
-STYLES = ("colwise", "rowwise", "colwise_gather")
+from .plans import STYLES
 
 
 def style_of(name: str) -> ParallelStyle:

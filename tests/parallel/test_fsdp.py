@@ -17,6 +17,7 @@ from torch.distributed.tensor import DTensor
 
 from basetrainer.checkpoint import safe_dcp
 from basetrainer.checkpoint import sharded as sharded_checkpoint
+from basetrainer.checkpoint.discovery import is_sharded_checkpoint
 from basetrainer.checkpoint.safe_dcp import read_metadata
 from basetrainer.cli import main as cli_main
 from basetrainer.data import TrainSampler
@@ -201,7 +202,7 @@ def test_export_writes_one_consolidated_file_that_loads_with_weights_only(batchn
 def test_a_kill_during_a_save_keeps_the_previous_checkpoint(killed_in_save):
     model_dir = killed_in_save / "killed" / "model"
     assert not (killed_in_save / "killed" / "w.pt").exists()
-    assert sharded_checkpoint.is_sharded_checkpoint(model_dir / "last")
+    assert is_sharded_checkpoint(model_dir / "last")
     loop = sharded_checkpoint.read_loop_state(model_dir / "last")
     assert (loop["epoch"], loop["batch"], loop["iteration"]) == (0, 2, 1)  # the first save, mid-epoch
     assert len(list(model_dir.glob(".last.*"))) == 2  # the second save, complete but never published
@@ -345,6 +346,6 @@ def test_the_example_trains_resnet18_with_fsdp_on_2_processes_on_the_digits(tmp_
     run = run_python([example, "--distributed", "--gpu_id", 0, 1, "--strategy", "fsdp", "--num_epochs", 1,
                       "--no-progress"], cwd=tmp_path)
     model_dir = tmp_path / "work_dirs" / "classification" / "model"
-    assert sharded_checkpoint.is_sharded_checkpoint(model_dir / "last"), run.stderr[-4000:]
+    assert is_sharded_checkpoint(model_dir / "last"), run.stderr[-4000:]
     assert "8 unit(s) of BasicBlock (chosen automatically" in run.stderr
     assert (model_dir / "model_final.pth").is_file()

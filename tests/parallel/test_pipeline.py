@@ -6,13 +6,15 @@ import torch
 from torch import nn
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 from basetrainer.checkpoint.safe_dcp import read_metadata
 from basetrainer.checkpoint.sharded import NESTED_OPTIMIZER_KEY, ShardedCheckpointer, _encode
 from basetrainer.engine.options import LoopOptions
 from basetrainer.errors import ConfigError
 from basetrainer.parallel.hybrid import MeshStrategy
 from basetrainer.parallel.mesh import Mesh, MeshShape, data_parallel_coordinates, pipeline_rank
-from basetrainer.parallel.pipeline import PipelinePlan, microbatch_count
+from basetrainer.parallel.pipeline import SCHEDULES, microbatch_count
+from basetrainer.parallel.plans import SCHEDULE_NAMES, PipelinePlan
 from basetrainer.parallel.stages import PassThrough, assign_stages, keep_units, pipeline_units, stage_indices, stage_view
 from support.workers.mesh_worker import TensorParallelMLP
 
@@ -68,6 +70,12 @@ def test_a_process_keeps_its_stages_under_their_own_names_and_views_share_them()
     assert model.stem is not None and isinstance(model.blocks[2], nn.Module)  # views leave the model as it was
     x = torch.randn(3, 16)
     torch.testing.assert_close(third(x), model.blocks[2](x))  # a later stage takes the residual stream
+
+
+def test_the_schedule_names_a_config_takes_are_the_schedules_run_and_say_how_many_stages_each_runs():
+    assert sorted(SCHEDULES) == sorted(SCHEDULE_NAMES)
+    for name, schedule in SCHEDULES.items():
+        assert PipelinePlan(name).single == issubclass(schedule, PipelineScheduleSingle), name
 
 
 def test_stages_are_placed_looped_and_microbatch_counts_divide_every_batch():
