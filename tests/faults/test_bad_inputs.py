@@ -1,8 +1,9 @@
 """The catalogue of ordinary failures: each ends with one line naming the problem and the fix,
 a non-zero exit, and nothing lost (an existing last.pth is never touched).
 
-User-input cases run the example pipeline's entry point as a user would; pre-emption,
-elastic restarts and hangs run the tiny job (tests/workers/tiny.py) as subprocesses.
+User-input cases run the example pipeline's entry point as a user would; hangs and failing ranks run
+the tiny job (tests/workers/tiny.py) as subprocesses (stop signals and restarts:
+tests/faults/test_stop_signals.py).
 """
 import hashlib
 import logging
@@ -19,8 +20,7 @@ from PIL import Image
 
 from basetrainer.tasks import classification
 from support import REPO
-from support.compare import load_result, same_weights
-from support.processes import TINY, free_port, run_python
+from support.processes import run_python
 
 ROOT = str(REPO)
 EXAMPLE = os.path.join(ROOT, "examples", "example.py")
@@ -248,29 +248,8 @@ def test_out_of_disk_while_saving_keeps_the_previous_checkpoint(tiny, tmp_path):
     assert digest(last) == before and not [p for p in os.listdir(last.parent) if p.endswith(".tmp")]
 
 
-# ---------------------------------------------------------------------- pre-emption, restarts, hangs
-@pytest.mark.slow
-@pytest.mark.parametrize("procs, at", [(1, "1:5:SIGTERM"), (2, "1:2:SIGUSR1")])
-def test_a_stop_signal_saves_last_pth_exits_75_and_resume_continues_exactly(tiny, tmp_path, uninterrupted, procs, at):
-    flags = ["--procs", procs, "--work-dir", tmp_path, "--out", tmp_path / "w.pt", "--every-n-iters", 2]
-    stopped = tiny(*flags, "--signal-at", at, check=False)
-    assert stopped.returncode == 75
-    assert "stopped by SIG" in stopped.stderr and "rerun with resume: auto" in stopped.stderr
-    tiny(*flags, "--resume", "auto")
-    resumed, reference = load_result(tmp_path / "w.pt"), load_result(uninterrupted / f"p{procs}.pt")
-    assert same_weights(resumed["weights"], reference["weights"]) and resumed["logs"] == reference["logs"]
-
-
-@pytest.mark.slow
-def test_torchrun_restarts_after_a_worker_dies_resume_and_end_like_a_run_that_never_failed(tmp_path, uninterrupted):
-    result = run_python(["-m", "torch.distributed.run", "--nproc_per_node", "2", "--max-restarts", "1",
-                         "--master_port", free_port(), TINY, "--work-dir", tmp_path, "--out", tmp_path / "w.pt",
-                         "--every-n-iters", 2, "--resume", "auto", "--die-once-at", "1:3"])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert (tmp_path / "died_once").exists()  # a worker really died and the group was restarted
-    assert same_weights(load_result(tmp_path / "w.pt")["weights"], load_result(uninterrupted / "p2.pt")["weights"])
-
-
+# ---------------------------------------------------------------------- hangs and failing ranks (stop signals and
+# restarts: tests/faults/test_stop_signals.py)
 @pytest.mark.slow
 def test_a_rank_that_stops_responding_ends_the_job_after_the_timeout_naming_it(tiny, tmp_path):
     started = time.monotonic()

@@ -1,7 +1,8 @@
 """Faults in every phase of a real job (tests/workers/tiny.py as a subprocess): a stop signal during
 start-up, evaluation or a save stops within that phase, saves and exits 75, and the resumed run
 ends bitwise equal to one never stopped; SIGUSR1 under SLURM requeues the job; a rank that
-hangs ends the job through its watchdog.
+hangs ends the job through its watchdog; torchrun restarts a job whose worker died and it ends as
+one that never failed.
 """
 import hashlib
 import os
@@ -12,7 +13,7 @@ import pytest
 
 from basetrainer.checkpoint import load_checkpoint
 from support.compare import load_result, same_weights
-from support.processes import TINY, run_python
+from support.processes import TINY, free_port, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -126,3 +127,23 @@ def test_a_rank_that_hangs_ends_the_job_through_its_watchdog_naming_it_with_ever
     assert "rank(s) [1] stalled" in result.stderr  # rank 0 names the rank it waits for
     assert "watchdog: no training step finished for 3s" in result.stderr.strip().splitlines()[-1]
     assert "in on_batch_end" in result.stderr and "in _watch" in result.stderr  # every thread's stack, on each rank
+
+
+@pytest.mark.parametrize("procs, at", [(1, "1:5:SIGTERM"), (2, "1:2:SIGUSR1")])
+def test_a_stop_signal_saves_last_pth_exits_75_and_resume_continues_exactly(tiny, tmp_path, uninterrupted, procs, at):
+    flags = ["--procs", procs, "--work-dir", tmp_path, "--out", tmp_path / "w.pt", "--every-n-iters", 2]
+    stopped = tiny(*flags, "--signal-at", at, check=False)
+    assert stopped.returncode == 75
+    assert "stopped by SIG" in stopped.stderr and "rerun with resume: auto" in stopped.stderr
+    tiny(*flags, "--resume", "auto")
+    resumed, reference = load_result(tmp_path / "w.pt"), load_result(uninterrupted / f"p{procs}.pt")
+    assert same_weights(resumed["weights"], reference["weights"]) and resumed["logs"] == reference["logs"]
+
+
+def test_torchrun_restarts_after_a_worker_dies_resume_and_end_like_a_run_that_never_failed(tmp_path, uninterrupted):
+    result = run_python(["-m", "torch.distributed.run", "--nproc_per_node", "2", "--max-restarts", "1",
+                         "--master_port", free_port(), TINY, "--work-dir", tmp_path, "--out", tmp_path / "w.pt",
+                         "--every-n-iters", 2, "--resume", "auto", "--die-once-at", "1:3"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "died_once").exists()  # a worker really died and the group was restarted
+    assert same_weights(load_result(tmp_path / "w.pt")["weights"], load_result(uninterrupted / "p2.pt")["weights"])
