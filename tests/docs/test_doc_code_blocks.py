@@ -76,7 +76,11 @@ def check_own_task(argv):
 
 
 def check_pytest(argv):
+    """Every path named exists; the whole suite (no path, no -m or -k) is run as CI runs it."""
     assert all((REPO / word).exists() for word in argv if not word.startswith("-") and "/" in word)
+    if not any(word in ("-m", "-k") or "/" in word for word in argv):
+        ci_runs = [command[3:] for command in ci_commands() if command[:3] == ["python", "-m", "pytest"]]
+        assert argv in ci_runs, f".ci/run does not run the suite with {shlex.join(argv)}"
 
 
 def check_sphinx(argv):
