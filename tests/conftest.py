@@ -5,6 +5,7 @@ end to end. A test is marked ``slow`` automatically when it lives in ``tests/e2e
 fixture that runs a job (``SLOW_FIXTURES``); any other test that starts a process, itself or
 in a fixture it sets up, fails with a line saying to mark it (see :func:`pytest_runtest_setup`).
 """
+import collections
 import logging
 import multiprocessing
 import subprocess
@@ -36,6 +37,10 @@ def pytest_collection_modifyitems(config, items):
         folder = item.path.parent.name
         if folder in SLOW_FOLDERS or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # The files with the most slow tests first (each file's tests in their order): under pytest-xdist's
+    # --dist loadfile the long files start first and the short ones fill in at the end.
+    slow_tests = collections.Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow_tests[item.path])
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -11,10 +11,11 @@ from ..errors import ConfigError
 
 #: The names of a tensor-parallel plan's styles (see :func:`~basetrainer.parallel.tensor_parallel.style_of`).
 STYLES = ("colwise", "rowwise", "colwise_gather")
-#: The schedules of ``torch.distributed.pipelining`` offered (:data:`~basetrainer.parallel.pipeline.SCHEDULES`): those
-#: that run one stage per process, and those that run several (looped placement).
+#: The schedules of ``torch.distributed.pipelining`` that run one stage per process.
 SINGLE_STAGE_SCHEDULES = ("GPipe", "1F1B")
+#: Those that run several stages per process (looped placement).
 MULTI_STAGE_SCHEDULES = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble")
+#: Every schedule ``parallel.pipeline.schedule`` takes (:data:`~basetrainer.parallel.pipeline.SCHEDULES` runs them).
 SCHEDULE_NAMES = SINGLE_STAGE_SCHEDULES + MULTI_STAGE_SCHEDULES
 
 
