@@ -89,7 +89,8 @@ def is_sharded_checkpoint(path) -> bool:
 
 
 def find_sharded_checkpoints(known_paths=(), work_dir=None) -> list:
-    """The complete sharded checkpoints beside ``known_paths`` (``last.pth`` -> ``last``) and named ``last`` under ``work_dir``."""
+    """The complete sharded checkpoints beside ``known_paths`` (``last.pth`` -> ``last``) and named ``last`` under
+    ``work_dir``."""
     found = [checkpoint_directory(path) for path in known_paths if path]
     if work_dir:
         found += glob.glob(os.path.join(str(work_dir), "**", "last"), recursive=True)

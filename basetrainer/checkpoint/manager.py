@@ -91,7 +91,8 @@ class CheckpointManager:
         return f"saved {self.save()}"
 
     def wait(self, quietly: bool = False) -> None:
-        """Returns once a checkpoint written in the background is complete (see :meth:`~basetrainer.checkpoint.sharded.ShardedCheckpointer.wait`)."""
+        """Returns once a checkpoint written in the background is complete (see
+        :meth:`~basetrainer.checkpoint.sharded.ShardedCheckpointer.wait`)."""
         if self._writer is not None:
             self._writer.wait(quietly=quietly)
 
