@@ -39,7 +39,9 @@ from ..utils.log import get_logger
 from . import comm, signals, watchdog
 from .process_group import (
     destroy_process_group,
+    host_store,
     init_process_group,
+    join_store,
     resolve_dist_url,
     run_in_existing_group,
     started_by_slurm,
@@ -88,11 +90,19 @@ def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_ur
         backend = "gloo"
         logger.warning("no CUDA on this machine: running %d CPU processes with the gloo backend", num_gpus_per_machine)
     _check_main_guard(caller)
-    dist_url = resolve_dist_url(dist_url, num_machines, machine_rank)
-    _spawn(main_func, args, num_gpus_per_machine, world_size, machine_rank, dist_url, backend, timeout)
+    store = None
+    if dist_url in (None, "", "auto") and num_machines == 1:
+        # The launcher serves the rendezvous on a port the system gives it, and holds it until the job ends: no
+        # other job can take the port between its choice and the workers joining, as it could a port found free.
+        store = host_store(world_size, timeout)
+        dist_url = f"tcp://127.0.0.1:{store.port}"
+    else:
+        dist_url = resolve_dist_url(dist_url, num_machines, machine_rank)
+    _spawn(main_func, args, num_gpus_per_machine, world_size, machine_rank, dist_url, backend, timeout,
+           hosted=store is not None)
 
 
-def _spawn(main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout):
+def _spawn(main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout, hosted=False):
     ctx = mp.get_context("spawn")
     reports = ctx.SimpleQueue()
     # The workers start as the user's own processes would (e.g. DataLoader workers forked on
@@ -101,7 +111,7 @@ def _spawn(main_func, args, nprocs, world_size, machine_rank, dist_url, backend,
     processes = [
         ctx.Process(target=_worker, daemon=False, args=(
             local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout,
-            start_method))
+            start_method, hosted))
         for local_rank in range(nprocs)
     ]
     for p in processes:
@@ -150,7 +160,7 @@ def _stop(processes):
 
 
 def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout,
-            start_method):
+            start_method, hosted):
     _die_with_parent()
     multiprocessing.set_start_method(start_method, force=True)
     rank = machine_rank * nprocs + local_rank
@@ -163,7 +173,8 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
             torch.cuda.set_device(local_rank)  # before any collective, so NCCL binds the right GPU
         elif "OMP_NUM_THREADS" not in os.environ:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // nprocs))
-        init_process_group(backend, dist_url, world_size, rank, timeout)
+        store = join_store(dist_url, world_size, timeout) if hosted else None
+        init_process_group(backend, dist_url, world_size, rank, timeout, store=store)
         comm.set_local_rank(local_rank)
         main_func(*args)
         reports.put((time.time(), rank, _FINISHED, "", ""))

@@ -104,6 +104,18 @@ def resolve_dist_url(dist_url, num_machines, machine_rank) -> str:
     return str(dist_url)
 
 
+def host_store(world_size: int, timeout):
+    """The rendezvous store of a job on this machine, served by the launcher on a port the system picks (``.port``);
+    the workers join it with :func:`join_store`."""
+    return dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False)
+
+
+def join_store(dist_url: str, world_size: int, timeout):
+    """A worker's connection to the store :func:`host_store` serves at ``dist_url``."""
+    parsed = urlparse(dist_url)
+    return dist.TCPStore(parsed.hostname, parsed.port, world_size, is_master=False, timeout=timeout)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
