@@ -27,10 +27,11 @@ def test_sets(test_loader):
     return [(None, test_loader)]
 
 
-def evaluate(sets, model, step, events, state, logs: dict, *, watchdog, stop_after, strategy) -> None:
+def evaluate(sets, model, step, events, state, logs: dict, *, to_device, watchdog, stop_after, strategy) -> None:
     """One evaluation of ``model`` over ``sets`` (see :func:`test_sets`): ``on_test_begin``, the batches,
-    ``on_test_end`` for each test set, then ``on_evaluation_end``. ``step(inputs)`` gives a batch's
-    ``(outputs, losses)`` (moved to the device, under autocast); ``stop_after(loader)`` is the rule
+    ``on_test_end`` for each test set, then ``on_evaluation_end``. ``to_device(inputs)`` moves a batch to
+    the device, and ``on_test_summary`` sees it there, as ``on_train_summary`` does; ``step(inputs)``
+    gives its ``(outputs, losses)`` (under autocast); ``stop_after(loader)`` is the rule
     that says after which test batch a stop signal ends the evaluation (see :mod:`.preemption`).
     From the parallel ``strategy``: the weights evaluated (``averaged_weights``: the replicas'
     average where they differ, under local SGD, for the whole evaluation and its events) and how
@@ -55,8 +56,9 @@ def evaluate(sets, model, step, events, state, logs: dict, *, watchdog, stop_aft
             state.eval_set = name
             logs["test"] = {}
             events.fire(Event.TEST_BEGIN, logs)
-            if loader is not None and not _test_batches(loader, model, step, events, state, logs, watchdog,
-                                                        stop_after(loader), strategy.evaluation_padding(loader)):
+            if loader is not None and not _test_batches(loader, model, to_device, step, events, state, logs,
+                                                        watchdog, stop_after(loader),
+                                                        strategy.evaluation_padding(loader)):
                 state.evaluation_abandoned = True
                 try:
                     events.fire(Event.TEST_END, {**logs, "test": {}})
@@ -72,13 +74,14 @@ def evaluate(sets, model, step, events, state, logs: dict, *, watchdog, stop_aft
     events.fire(Event.EVALUATION_END, logs)
 
 
-def _test_batches(loader, model, step, events, state, logs, watchdog, stop_after, padding) -> bool:
+def _test_batches(loader, model, to_device, step, events, state, logs, watchdog, stop_after, padding) -> bool:
     """Evaluates ``loader``'s batches; returns False when a stop signal ended it early (on every
     rank after the same batch)."""
     was_training = model.training
     model.eval()
     with torch.no_grad():
         for batch, inputs in enumerate(loader):
+            inputs = to_device(inputs)
             outputs, losses = step(inputs)
             state.loss = total_loss(losses)
             events.fire(Event.TEST_SUMMARY, inputs, outputs, losses, state.epoch, batch, logs)

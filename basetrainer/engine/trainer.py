@@ -236,8 +236,8 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
     def test_epoch(self, logs):
         """One evaluation over every test set (see :func:`basetrainer.engine.evaluation.evaluate`)."""
         evaluation.evaluate(evaluation.test_sets(self.test_loader), self.model, self._forward, self.events,
-                            self.state, logs, watchdog=self.watchdog, stop_after=self.preemption.evaluation_check,
-                            strategy=self.strategy)
+                            self.state, logs, to_device=self.to_device, watchdog=self.watchdog,
+                            stop_after=self.preemption.evaluation_check, strategy=self.strategy)
 
     def evaluate(self, logs=None):
         """Runs only the evaluation loop with the callbacks; returns ``logs["test"]``."""

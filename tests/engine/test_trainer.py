@@ -313,6 +313,35 @@ def test_a_callback_that_declines_an_event_is_never_called_there():
     assert "on_batch_end" not in events and events.count("on_train_summary") == 8
 
 
+def test_test_and_train_summaries_see_the_batch_as_to_device_moved_it():
+    """A callback sees the moved batch in both phases: on a GPU the evaluation's targets must sit beside
+    its outputs (before, on_test_summary got the loader's CPU batch and AccuracyRecorder failed on CUDA)."""
+    class Marked(ToyTrainer):
+        def to_device(self, inputs):
+            return inputs if len(inputs) == 3 else (*inputs, "moved")
+
+        def run_step(self, inputs):
+            x, y, mark = inputs
+            assert mark == "moved"
+            outputs = self.model(x)
+            return outputs, self.criterion(outputs, y)
+
+    class Seen(Callback):
+        def __init__(self):
+            super().__init__()
+            self.marks = collections.Counter()
+
+        def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs):
+            self.marks["train", inputs[-1]] += 1
+
+        def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs):
+            self.marks["test", inputs[-1]] += 1
+
+    seen = Seen()
+    Marked(toy_cfg(num_epochs=1, callbacks=[seen])).run()
+    assert seen.marks == {("train", "moved"): 8, ("test", "moved"): 4}
+
+
 def test_an_unknown_nonfinite_loss_mode_is_a_config_error():
     with pytest.raises(ConfigError, match="config key 'nonfinite_loss' expects one of raise, skip, ignore, got str 'warn'"):
         ToyTrainer(toy_cfg(nonfinite_loss="warn"))
