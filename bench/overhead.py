@@ -17,6 +17,10 @@ rounds interleaved so that drifts in machine speed hit every variant alike:
   loss and accuracy recorders, history logging (text, CSV, TensorBoard) and a checkpoint
   at every epoch end.
 
+On a GPU (``--device cuda``) the batches wait on the GPU and every variant ends with a
+``torch.cuda.synchronize()`` inside its timing; ``--features``, ``--width`` and ``--batch``
+make the model big enough that the GPU, not the host, sets the pace.
+
 It prints, for each variant, the median seconds of the 2,000 steps and its ratio to
 ``hand`` (the targets' measure) and to ``hand+checks``, then two parts of it:
 
@@ -31,6 +35,7 @@ It prints, for each variant, the median seconds of the 2,000 steps and its ratio
   picture drawn at the end when matplotlib is installed; ``--no-plot`` leaves it out).
 
     python bench/overhead.py [--rounds 7] [--log-freq 50] [--no-plot]
+    python bench/overhead.py --device cuda [--features 2048 --width 4096 --batch 2048]
 """
 import argparse
 import contextlib
@@ -56,19 +61,19 @@ from basetrainer.metric.accuracy_recorder import AccuracyRecorder
 STEPS_PER_EPOCH, EPOCHS, BATCH = 500, 4, 64
 
 
-def make_batches(steps_per_epoch=STEPS_PER_EPOCH):
+def make_batches(args, steps_per_epoch=STEPS_PER_EPOCH):
     g = torch.Generator().manual_seed(0)
-    return [(torch.randn(BATCH, 64, generator=g), torch.randint(0, 10, (BATCH,), generator=g))
-            for _ in range(steps_per_epoch)]
+    return [(torch.randn(args.batch, args.features, generator=g).to(args.device),
+             torch.randint(0, 10, (args.batch,), generator=g).to(args.device)) for _ in range(steps_per_epoch)]
 
 
-def make_model():
+def make_model(args):
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    return nn.Sequential(nn.Linear(args.features, args.width), nn.ReLU(), nn.Linear(args.width, 10)).to(args.device)
 
 
-def hand_loop(batches, _):
-    model = make_model()
+def hand_loop(batches, args):
+    model = make_model(args)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
     model.train()
@@ -82,8 +87,8 @@ def hand_loop(batches, _):
     return model
 
 
-def hand_loop_checked(batches, _, check_every=50):
-    model = make_model()
+def hand_loop_checked(batches, args, check_every=50):
+    model = make_model(args)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
     model.train()
@@ -110,9 +115,9 @@ def _check_finite(window, epoch, last_batch):
 
 
 class BenchTrainer(EngineTrainer):
-    def __init__(self, cfg, batches, callbacks):
-        self._batches, self._callbacks = batches, callbacks
-        super().__init__(cfg)
+    def __init__(self, cfg, batches, callbacks, args):
+        self._batches, self._callbacks, self._args = batches, callbacks, args
+        super().__init__({**cfg, "gpu_id": [0] if args.device == "cuda" else None})
         self.build(cfg)
 
     def build_train_loader(self, cfg):
@@ -122,7 +127,7 @@ class BenchTrainer(EngineTrainer):
         return None
 
     def build_model(self, cfg):
-        return make_model()
+        return make_model(self._args)
 
     def build_criterion(self, cfg):
         return nn.CrossEntropyLoss()
@@ -135,15 +140,15 @@ class BenchTrainer(EngineTrainer):
 
 
 def trainer_loop(batches, args):
-    cfg = {"num_epochs": EPOCHS, "gpu_id": None, "progress": False, "seed": 0}
-    trainer = BenchTrainer(cfg, batches, lambda t: [])
+    cfg = {"num_epochs": EPOCHS, "progress": False, "seed": 0}
+    trainer = BenchTrainer(cfg, batches, lambda t: [], args)
     trainer.run()
     return trainer.model
 
 
 def trainer_unchecked(batches, args):
-    cfg = {"num_epochs": EPOCHS, "gpu_id": None, "progress": False, "seed": 0, "nonfinite_loss": "ignore"}
-    trainer = BenchTrainer(cfg, batches, lambda t: [])
+    cfg = {"num_epochs": EPOCHS, "progress": False, "seed": 0, "nonfinite_loss": "ignore"}
+    trainer = BenchTrainer(cfg, batches, lambda t: [], args)
     trainer.run()
     return trainer.model
 
@@ -161,8 +166,8 @@ def trainer_with_callbacks(batches, args):
             ModelCheckpoint(model_dir=os.path.join(work_dir, "model"), indicator="Acc"),
         ]
 
-    cfg = {"num_epochs": EPOCHS, "gpu_id": None, "progress": True, "seed": 0}
-    trainer = BenchTrainer(cfg, batches, callbacks)
+    cfg = {"num_epochs": EPOCHS, "progress": True, "seed": 0}
+    trainer = BenchTrainer(cfg, batches, callbacks, args)
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
         trainer.run()  # the bar is drawn (to /dev/null): its cost is counted
     return trainer.model
@@ -170,6 +175,15 @@ def trainer_with_callbacks(batches, args):
 
 VARIANTS = {"hand": hand_loop, "hand+checks": hand_loop_checked, "trainer": trainer_loop,
             "trainer-nochecks": trainer_unchecked, "trainer+callbacks": trainer_with_callbacks}
+
+
+def synchronized(variant):
+    """``variant`` ending when the GPU has done its work, not when the host has queued it."""
+    def run(batches, args):
+        model = variant(batches, args)
+        torch.cuda.synchronize()
+        return model
+    return run
 
 
 class StampedBatches(list):
@@ -193,11 +207,16 @@ def main():
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--log-freq", type=int, default=50, help="LogHistory's log_freq (iterations)")
     parser.add_argument("--no-plot", action="store_true", help="LogHistory draws no training-curves picture")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--features", type=int, default=64, help="the model's inputs")
+    parser.add_argument("--width", type=int, default=128, help="the model's hidden layer")
+    parser.add_argument("--batch", type=int, default=BATCH)
     args = parser.parse_args()
     torch.set_num_threads(1)
     logging.getLogger("basetrainer").setLevel(logging.WARNING)
-    batches = make_batches()
-    for fn in VARIANTS.values():  # warm-up: first-call costs (allocator, dispatcher caches, imports)
+    batches = make_batches(args)
+    run = VARIANTS if args.device == "cpu" else {name: synchronized(fn) for name, fn in VARIANTS.items()}
+    for fn in run.values():  # warm-up: first-call costs (allocator, dispatcher caches, imports)
         fn(batches[: STEPS_PER_EPOCH // 5], args)
     names = list(VARIANTS)
     whole, steps = {name: [] for name in names}, {name: [] for name in names}
@@ -205,12 +224,12 @@ def main():
         for name in names[r % len(names):] + names[: r % len(names)]:  # rotate who goes first
             gc.collect()  # every run starts with the same garbage-collector state
             start = time.perf_counter()
-            VARIANTS[name](batches, args)
+            run[name](batches, args)
             whole[name].append(time.perf_counter() - start)
             stamped = StampedBatches(batches)
             stamped.stamps = []
             gc.collect()
-            VARIANTS[name](stamped, args)
+            run[name](stamped, args)
             steps[name].append(median_step(stamped.stamps, STEPS_PER_EPOCH))
     total = STEPS_PER_EPOCH * EPOCHS
     med = {name: statistics.median(whole[name]) for name in names}
@@ -218,9 +237,10 @@ def main():
     rest = {name: med[name] - total * step[name] for name in names}
     plot = "no picture (--no-plot)" if args.no_plot else (
         "curves picture drawn" if importlib.util.find_spec("matplotlib") else "no picture (no matplotlib)")
-    print(f"MLP 64-128-10, batch {BATCH}, {total} steps ({EPOCHS} epochs), 1 thread, {args.rounds} interleaved "
-          f"rounds, LogHistory log_freq {args.log_freq}, {plot}, torch {torch.__version__}, "
-          f"python {sys.version.split()[0]}")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    print(f"MLP {args.features}-{args.width}-10 on the {where}, batch {args.batch}, {total} steps ({EPOCHS} epochs), "
+          f"1 thread, {args.rounds} interleaved rounds, LogHistory log_freq {args.log_freq}, {plot}, "
+          f"torch {torch.__version__}, python {sys.version.split()[0]}")
     print(f"{'variant':<20}{'2000 steps s':>13}{'vs hand':>9}{'vs checks':>10}{'median step us':>16}{'vs hand':>9}"
           f"{'vs checks':>10}{'rest ms':>9}{'min s':>8}{'max s':>8}")
     checked = "hand+checks"

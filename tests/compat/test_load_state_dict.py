@@ -23,7 +23,7 @@ def test_reads_a_bare_state_dict(tmp_path):
 
 def test_strips_the_module_prefix_of_a_data_parallel_state_dict(tmp_path):
     model = small_model()
-    torch.save(nn.DataParallel(model).state_dict(), tmp_path / "wrapped.pth")
+    torch.save(nn.DataParallel(small_model()).state_dict(), tmp_path / "wrapped.pth")  # on a GPU, moved to cuda:0
     assert all(k.startswith("module.") for k in torch.load(tmp_path / "wrapped.pth", weights_only=True))
     weights = load_state_dict(str(tmp_path / "wrapped.pth"))
     assert_same(weights, model.state_dict())

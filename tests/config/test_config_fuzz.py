@@ -21,7 +21,7 @@ from basetrainer.criterion.criterion import get_criterion
 from basetrainer.distributed import comm
 from basetrainer.engine.options import LoopOptions
 from basetrainer.engine.settings import LOOP_SETTINGS
-from basetrainer.errors import ConfigError
+from basetrainer.errors import ConfigError, LaunchError
 from basetrainer.optimizer.build_optimizer import get_optimizer
 from basetrainer.scheduler.build_scheduler import get_scheduler
 from basetrainer.tasks.classification import build_transform
@@ -188,8 +188,9 @@ def test_any_yaml_config_file_is_read_or_refused_naming_the_file(yaml_file, quie
 def test_any_namespace_a_user_script_hands_the_trainer_gives_loop_options_or_one_line(values):
     namespace = argparse.Namespace(**values)
     try:  # what EngineTrainer.__init__ does first
-        options = LoopOptions.from_config(namespace, comm.get_device(option(namespace, "gpu_id", None)))
-    except ConfigError as error:
+        device = comm.get_device(option(namespace, "gpu_id", None))  # on a GPU machine, a missing GPU: LaunchError
+        options = LoopOptions.from_config(namespace, device)
+    except (ConfigError, LaunchError) as error:
         event("refused")
         message = one_line(error)
         assert "gpu_id" in message or "(in the trainer's config)" in message
@@ -199,7 +200,7 @@ def test_any_namespace_a_user_script_hands_the_trainer_gives_loop_options_or_one
         for key, value in values.items():
             if key in LOOP_SETTINGS and value is not None:
                 LOOP_SETTINGS[key].check(value)  # only what the declarations accept gets through
-        assert options == LoopOptions.from_config(dict(values), CPU)
+        assert options == LoopOptions.from_config(dict(values), device)
 
 
 def flag_and_values(setting):

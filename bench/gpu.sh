@@ -1,0 +1,35 @@
+# The GPU checks and figures, in one go, on a machine with one NVIDIA GPU (bench/RESULTS.md holds the figures):
+#
+#     bash bench/gpu.sh [OUT_DIR]
+#
+# 1. the GPU tests (tests/parallel/test_gpu.py: CUDA, fp16/bf16 AMP, channels_last, compile, FSDP2 on NCCL);
+# 2. bench/overhead.py on the GPU: a small model (the host sets the pace) and a larger one (the GPU does);
+# 3. the quick start on the GPU: fp32, then bf16 AMP with channels_last, then torch.compile;
+# 4. the language-model example on the GPU.
+# Each step has its own time limit, so that one that hangs does not take the others' time. Logs go to OUT_DIR.
+set -u
+out=${1:-gpu-logs}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+step() {  # step NAME SECONDS COMMAND...: runs COMMAND, its output to the screen and to OUT_DIR/NAME.log
+    local name=$1 limit=$2
+    shift 2
+    echo "=== $name: $*"
+    local start=$SECONDS
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    tail -n 25 "$out/$name.log"
+    echo "=== $name: exit $rc, $((SECONDS - start)) s"
+}
+nvidia-smi -L
+python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
+step gpu_tests 120 python3 -m pytest -q -p no:cacheprovider -rs tests/parallel/test_gpu.py
+step overhead_small 60 python3 bench/overhead.py --device cuda --rounds 3 --no-plot
+step overhead_large 150 python3 bench/overhead.py --device cuda --rounds 2 --no-plot --features 2048 --width 4096 \
+    --batch 2048
+work=$(mktemp -d)
+step example_fp32 70 python3 examples/example.py progress=false work_dir="$work/fp32"
+step example_bf16_channels_last 70 python3 examples/example.py progress=false amp=bf16 channels_last=true \
+    work_dir="$work/bf16"
+step example_compile 100 python3 examples/example.py progress=false compile=true work_dir="$work/compile"
+step language_model 60 python3 examples/language_model.py progress=false work_dir="$work/lm"
