@@ -39,7 +39,6 @@ from ..utils.log import get_logger
 from . import comm, signals, watchdog
 from .process_group import (
     destroy_process_group,
-    host_store,
     init_process_group,
     join_store,
     resolve_dist_url,
@@ -90,14 +89,7 @@ def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_ur
         backend = "gloo"
         logger.warning("no CUDA on this machine: running %d CPU processes with the gloo backend", num_gpus_per_machine)
     _check_main_guard(caller)
-    store = None
-    if dist_url in (None, "", "auto") and num_machines == 1:
-        # The launcher serves the rendezvous on a port the system gives it, and holds it until the job ends: no
-        # other job can take the port between its choice and the workers joining, as it could a port found free.
-        store = host_store(world_size, timeout)
-        dist_url = f"tcp://127.0.0.1:{store.port}"
-    else:
-        dist_url = resolve_dist_url(dist_url, num_machines, machine_rank)
+    dist_url, store = resolve_dist_url(dist_url, num_machines, machine_rank, world_size, timeout)  # held to the end
     _spawn(main_func, args, num_gpus_per_machine, world_size, machine_rank, dist_url, backend, timeout,
            hosted=store is not None)
 

@@ -91,36 +91,28 @@ def check_dist_url(dist_url) -> str:
     return str(dist_url)
 
 
-def resolve_dist_url(dist_url, num_machines, machine_rank) -> str:
+def resolve_dist_url(dist_url, num_machines, machine_rank, world_size, timeout):
+    """``(url, store)``: where the job's processes meet. For ``auto`` (one machine only), the launcher serves
+    the rendezvous store itself on a port the system gives it (``store``, to hold until the job ends; the
+    workers join it with :func:`join_store`): no other job can take the port between its choice and the
+    workers joining, as it could a port found free. Otherwise the URL given, checked, and no store."""
     if dist_url in (None, "", "auto"):
         if num_machines != 1:
             raise LaunchError("dist_url='auto' works on one machine only; for several machines pass "
                               "dist_url='tcp://<address of machine 0>:<port>' on every machine")
-        return f"tcp://127.0.0.1:{free_port()}"
+        store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False)
+        return f"tcp://127.0.0.1:{store.port}", store
     parsed = urlparse(check_dist_url(dist_url))
     if machine_rank == 0 and _port_in_use(parsed.hostname, parsed.port):
         raise LaunchError(f"port {parsed.port} on {parsed.hostname} is already in use (another job?): "
                           f"pass dist_url='auto' or choose a free port")
-    return str(dist_url)
-
-
-def host_store(world_size: int, timeout):
-    """The rendezvous store of a job on this machine, served by the launcher on a port the system picks (``.port``);
-    the workers join it with :func:`join_store`."""
-    return dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False)
+    return str(dist_url), None
 
 
 def join_store(dist_url: str, world_size: int, timeout):
-    """A worker's connection to the store :func:`host_store` serves at ``dist_url``."""
+    """A worker's connection to the store the launcher serves at ``dist_url`` (see :func:`resolve_dist_url`)."""
     parsed = urlparse(dist_url)
     return dist.TCPStore(parsed.hostname, parsed.port, world_size, is_master=False, timeout=timeout)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _port_in_use(host: str, port: int) -> bool:

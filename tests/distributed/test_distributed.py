@@ -1,4 +1,5 @@
 """Several processes (2 gloo workers on the CPU): results that are correct, not only runs that finish."""
+import datetime
 import json
 import os
 import subprocess
@@ -202,13 +203,20 @@ def test_gpu_ids_on_a_machine_without_cuda_train_on_the_cpu_with_one_warning(cap
 
 def test_auto_dist_url_needs_one_machine():
     with pytest.raises(LaunchError, match="dist_url='auto' works on one machine only"):
-        process_group.resolve_dist_url("auto", num_machines=2, machine_rank=0)
+        process_group.resolve_dist_url("auto", num_machines=2, machine_rank=0, world_size=4, timeout=None)
+
+
+def test_auto_dist_url_on_one_machine_is_a_store_the_launcher_serves_on_a_port_the_system_gave():
+    url, store = process_group.resolve_dist_url("auto", 1, 0, world_size=1, timeout=datetime.timedelta(seconds=5))
+    assert url == f"tcp://127.0.0.1:{store.port}" and store.port > 0
+    store.set("key", "value")  # it serves
+    assert process_group.resolve_dist_url("tcp://127.0.0.1:1234", 1, 1, world_size=2, timeout=None) == (
+        "tcp://127.0.0.1:1234", None)  # given: used as it is (machine 1 checks no port)
 
 
 @pytest.mark.parametrize("message", ["[pair.cc:545] Timed out waiting 5000ms for recv operation to complete",
                                      "Application timeout caused pair closure"])
 def test_a_collective_timeout_names_the_ranks_that_stopped_responding(message):
-    import datetime
 
     reports = [(1.0, 0, "RuntimeError", message, "Traceback ...")]
     error = launch_module._worker_error(0, [], still_running=[1], reports=reports, first_rank=0,
