@@ -19,7 +19,6 @@ choose it here.
 import ``torch.distributed.fsdp``, ``.tensor`` and ``.pipelining``, which bring in
 ``torch._dynamo`` and cost every process about two seconds at start-up.
 """
-import sys
 from typing import Optional
 
 from torch import nn
@@ -28,7 +27,7 @@ from torch.nn.parallel import DataParallel, DistributedDataParallel
 from ..distributed import comm
 from ..errors import ConfigError
 from ..utils.lazy import lazy_attributes
-from .base import Strategy, unwrap_model
+from .base import Strategy, is_fsdp_module, unwrap_model
 from .communication import Communication
 from .data_parallel import DataParallelStrategy
 from .ddp import DDPStrategy
@@ -84,22 +83,16 @@ def strategy_of(model: nn.Module, device, compile: bool = False, communication: 
     communication = communication or Communication()
     if isinstance(model, DistributedDataParallel):
         return DDPStrategy(device, compile=compile, communication=communication)
-    if communication.enabled and (isinstance(model, DataParallel) or _is_fsdp(model)):
+    if communication.enabled and (isinstance(model, DataParallel) or is_fsdp_module(model)):
         raise ConfigError(f"{_named(communication)} applies to DistributedDataParallel and build_model returned a "
                           f"{type(model).__name__}: remove the setting, or return the model unwrapped")
     if isinstance(model, DataParallel):
         return DataParallelStrategy(device, model.device_ids, compile=compile)
-    if _is_fsdp(model):
+    if is_fsdp_module(model):
         from .fsdp import FSDPStrategy
         return FSDPStrategy(device, compile=compile)
     return None
 
-
-def _is_fsdp(model: nn.Module) -> bool:
-    """Whether ``fully_shard`` wrapped ``model``: never so while ``torch.distributed.fsdp`` is not imported, so
-    this does not import it."""
-    fsdp = sys.modules.get("torch.distributed.fsdp")
-    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
 
 
 def _named(communication: Communication) -> str:

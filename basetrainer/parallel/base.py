@@ -144,7 +144,17 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 
 
 def is_dtensor(tensor) -> bool:
-    """Whether ``tensor`` is a DTensor (an FSDP shard, a tensor-parallel piece). It does not import
-    ``torch.distributed.tensor`` (a second at a process's start): no DTensor exists before it is imported."""
-    module = sys.modules.get("torch.distributed.tensor")
-    return module is not None and isinstance(tensor, module.DTensor)
+    """Whether ``tensor`` is a DTensor (an FSDP shard, a tensor-parallel piece)."""
+    return _is_instance(tensor, "torch.distributed.tensor", "DTensor")
+
+
+def is_fsdp_module(model: nn.Module) -> bool:
+    """Whether ``fully_shard`` wrapped ``model``."""
+    return _is_instance(model, "torch.distributed.fsdp", "FSDPModule")
+
+
+def _is_instance(value, module_name: str, class_name: str) -> bool:
+    """``isinstance(value, module_name.class_name)`` without importing the module (a second at a process's
+    start): no instance exists before it is imported."""
+    module = sys.modules.get(module_name)
+    return module is not None and isinstance(value, getattr(module, class_name))
