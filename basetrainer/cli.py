@@ -14,8 +14,10 @@
 classifier that ``train`` saved as an ONNX, TorchScript or torch.export file, checks it
 against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
 ``--out *.pth`` (``--format pth``) it writes the weights as one plain state_dict, also from a
-sharded checkpoint directory (FSDP), for any model.
+sharded checkpoint directory (FSDP), for any model. Without ``--format``, ``--out``'s suffix
+says which (``.pth``, ``.ts``, ``.pt2``; ONNX otherwise).
 """
+import os
 import sys
 
 from . import __version__
@@ -28,6 +30,7 @@ from .utils.file_utils import check_writable_file
 # basetrainer.export.FORMATS, spelt out so that `basetrainer --help` does not import torch
 EXPORT_FORMATS = ("onnx", "torchscript", "exported-program")
 WEIGHTS_FORMAT = "pth"  # the weights alone, consolidated: any model, no check
+FORMAT_OF_SUFFIX = {".pth": WEIGHTS_FORMAT, ".ts": "torchscript", ".pt2": "exported-program", ".onnx": "onnx"}
 
 
 PREDICT_SETTINGS = Schema([
@@ -53,7 +56,8 @@ def get_parser():
     export.add_argument("checkpoint", help="a model file of a run: last.pth, best_model_*.pth or model_final.pth, "
                                            "or a sharded checkpoint directory (model/last)")
     export.add_argument("--format", choices=(*EXPORT_FORMATS, WEIGHTS_FORMAT), default=None,
-                        help="what to write (default: pth for an --out ending in .pth, else onnx)")
+                        help="what to write (default: from --out's suffix: .pth pth, .ts torchscript, "
+                             ".pt2 exported-program, else onnx)")
     export.add_argument("--out", required=True, help="the file to write, e.g. model.onnx, model.ts, model.pt2, "
                                                      "weights.pth")
     add_setting_flags(export, EXPORT_SETTINGS, checked=True)
@@ -86,7 +90,7 @@ def export(args):
     """``basetrainer export``: prints which weights it exports and the check line; exits 1 if the check fails."""
     from .export import export_model, model_from_checkpoint, write_weights
 
-    kind = args.format or (WEIGHTS_FORMAT if args.out.endswith(".pth") else "onnx")
+    kind = args.format or FORMAT_OF_SUFFIX.get(os.path.splitext(args.out)[1].lower(), "onnx")
     try:
         check_writable_file(args.out, "--out")
         if kind == WEIGHTS_FORMAT:

@@ -174,6 +174,20 @@ def test_export_command_rebuilds_a_weights_only_file_from_the_runs_config(run_di
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name, format", [("model.ts", "torchscript"), ("model.pt2", "exported-program")])
+def test_without_format_the_suffix_of_out_says_what_to_write(run_dir, tmp_path, capsys, name, format):
+    out = tmp_path / name
+    code, stdout, stderr = export_command(capsys, run_dir / "model" / "last.pth", "--out", out)
+    assert code == 0, stderr
+    assert stdout.strip().splitlines()[-1].startswith(f"{format} check: ")
+    ema, _, num_classes = ema_and_training_weights(run_dir / "model" / "last.pth")
+    model = get_models("resnet18", input_size=[16, 16], num_classes=num_classes, pretrained=False)
+    model.load_state_dict(ema)
+    batch = torch.randn(2, 3, 16, 16)
+    torch.testing.assert_close(run_file(out, format, batch), outputs_of(model, batch), atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
 def test_a_weights_only_file_without_last_pth_beside_it_is_rebuilt_from_the_runs_config_yaml(run_dir, tmp_path):
     (tmp_path / "model").mkdir()
     shutil.copy(run_dir / "model" / "model_final.pth", tmp_path / "model")
