@@ -28,7 +28,7 @@ from support.hostile import Payload
 
 RUNS = settings(max_examples=30, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-NET = "mobilenet_v3_small"  # small enough to build, step and save in well under a second
+NET = "resnet18"  # builds, steps and saves in well under a second, and exports to ONNX in 4 s (mobilenet_v3: 13 s)
 
 
 def make_image_folder(root, per_class=4, size=16):
