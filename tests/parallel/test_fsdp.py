@@ -47,21 +47,39 @@ def job(work_dir, *flags, procs=2, expect_success=True):
     return work_dir
 
 
+def jobs(*runs, procs=2):
+    """Runs ``(work_dir, flags)`` jobs one after the other in one launch of the worker; returns their folders."""
+    argv = []
+    for work_dir, flags in runs:
+        argv += ["--then"] * bool(argv) + ["--work-dir", work_dir, "--out", work_dir / "w.pt", *flags]
+    result = run_python([WORKER, "--procs", procs, *argv])
+    for work_dir, _ in runs:
+        assert (work_dir / "w.pt").exists(), result.stderr[-4000:]
+    return [work_dir for work_dir, _ in runs]
+
+
 def result(folder, name="w.pt"):
     return torch.load(folder / name, weights_only=False)
 
 
 @pytest.fixture(scope="module")
-def batchnorm_run(tmp_path_factory):
-    """FSDP on 2 processes, a BatchNorm in the model, a checkpoint every 2 steps, 2 epochs."""
-    return job(tmp_path_factory.mktemp("fsdp_bn"), "--bn", "--every-n-iters", 2)
+def two_runs(tmp_path_factory):
+    """The next two fixtures' jobs, in one launch."""
+    return jobs((tmp_path_factory.mktemp("fsdp_bn"), ["--bn", "--every-n-iters", 2]),
+                (tmp_path_factory.mktemp("fsdp_acc"), ACCUMULATING))
 
 
 @pytest.fixture(scope="module")
-def accumulating_run(tmp_path_factory):
+def batchnorm_run(two_runs):
+    """FSDP on 2 processes, a BatchNorm in the model, a checkpoint every 2 steps, 2 epochs."""
+    return two_runs[0]
+
+
+@pytest.fixture(scope="module")
+def accumulating_run(two_runs):
     """FSDP on 2 processes accumulating 2 batches per step, clipping, activation checkpointing,
     async checkpoints every step."""
-    return job(tmp_path_factory.mktemp("fsdp_acc"), *ACCUMULATING)
+    return two_runs[1]
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +140,9 @@ def test_fsdp_with_accumulation_clipping_and_activation_checkpointing_equals_one
 
 
 def test_torch_compile_and_bf16_autocast_train_under_fsdp_as_without_them(tmp_path):
-    plain = result(job(tmp_path / "plain", "--epochs", 1))["weights"]
-    compiled = result(job(tmp_path / "compiled", "--epochs", 1, "--compile"))["weights"]
-    bf16 = result(job(tmp_path / "bf16", "--epochs", 1, "--amp", "bf16"))["weights"]
+    folders = jobs((tmp_path / "plain", ["--epochs", 1]), (tmp_path / "compiled", ["--epochs", 1, "--compile"]),
+                   (tmp_path / "bf16", ["--epochs", 1, "--amp", "bf16"]))
+    plain, compiled, bf16 = (result(folder)["weights"] for folder in folders)
     assert list(compiled) == list(bf16) == list(plain) == list(BlockMLP().state_dict())  # no _orig_mod. keys
     assert max_difference(compiled, plain) < 1e-5
     assert 0 < max_difference(bf16, plain) < 0.05  # bf16 forwards: close to fp32, not equal
@@ -133,8 +151,7 @@ def test_torch_compile_and_bf16_autocast_train_under_fsdp_as_without_them(tmp_pa
 
 def test_ema_under_fsdp_averages_as_under_ddp_exports_whole_tensors_and_resumes_bitwise(tmp_path):
     flags = ["--ema", "--every-n-iters", 2]
-    fsdp = result(job(tmp_path / "fsdp", *flags))
-    ddp = result(job(tmp_path / "ddp", *flags, "--strategy", "ddp"))
+    fsdp, ddp = map(result, jobs((tmp_path / "fsdp", flags), (tmp_path / "ddp", [*flags, "--strategy", "ddp"])))
     final = torch.load(tmp_path / "fsdp" / "model" / "model_final.pth", weights_only=True)
     for weights in (fsdp["weights"], final.get("state_dict", final)):
         assert all(type(value) is torch.Tensor for value in weights.values())  # whole tensors, not rank 0's shards

@@ -9,8 +9,10 @@ of each of its batches, per epoch.
 is written, and every rank has written the indices it trained on to ``seen_before_kill<r>.pt``);
 ``--kill-in-save N`` SIGKILLs rank 0 inside its N-th checkpoint save, after the
 shards are written and before the save is published.
+Several jobs separated by ``--then`` run one after the other in one launch (the first job's
+``--procs``), which saves starting the processes again; a job that kills must run alone.
 
-    python tests/workers/fsdp_worker.py --work-dir D --out W.pt --procs 2 --strategy fsdp [...]
+    python tests/workers/fsdp_worker.py --work-dir D --out W.pt --procs 2 --strategy fsdp [...] [--then ...]
 """
 import argparse
 import os
@@ -192,6 +194,19 @@ def parse(argv=None):
     return cfg
 
 
+def run_jobs(cfgs):
+    for cfg in cfgs:
+        main(cfg)
+
+
+def split_jobs(argv):
+    """The command line's jobs: its arguments split at each ``--then``."""
+    jobs = [[]]
+    for arg in argv:
+        jobs.append([]) if arg == "--then" else jobs[-1].append(arg)
+    return jobs
+
+
 if __name__ == "__main__":
-    cfg = parse()
-    launch(main, cfg.procs, args=(cfg,), timeout=120)
+    cfgs = [parse(job) for job in split_jobs(sys.argv[1:])]
+    launch(run_jobs, cfgs[0].procs, args=(cfgs,), timeout=120)
