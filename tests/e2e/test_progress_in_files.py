@@ -11,7 +11,8 @@ REFRESH_EVERY = 50  # batches between two progress lines (ProgressBar.refresh_ev
 def test_the_examples_stderr_in_a_file_holds_a_progress_line_per_interval_and_no_carriage_return(tmp_path):
     with open(tmp_path / "stderr.log", "w") as stderr, open(tmp_path / "stdout.log", "w") as stdout:
         example = popen_python([EXAMPLES / "example.py", "--num_epochs", "1", "--input_size", "16", "16",
-                                "--batch_size", "16", "--work_dir", tmp_path / "work"],
+                                "--batch_size", "16", "--work_dir", tmp_path / "work",
+                                "--net_type", "shufflenet_v2_x0_5"],  # the lines, not the model: a fast one
                                cwd=tmp_path, stdout=stdout, stderr=stderr)
         assert example.wait(timeout=240) == 0, (tmp_path / "stderr.log").read_text()[-3000:]
     text = (tmp_path / "stderr.log").read_text()
