@@ -54,9 +54,7 @@ def inside_valgrind():
 
     ProgressBar.mininterval *= VALGRIND_SLOWDOWN
 
-    class Args:
-        log_freq = 50
-
+    args = overhead.parse_args([])  # the defaults: on the CPU, log_freq 50
     name = os.environ["BASETRAINER_BENCH_VARIANT"]  # what main() chose
     pid = str(os.getpid())
 
@@ -79,10 +77,10 @@ def inside_valgrind():
                 yield batch
 
     for counted, steps in ((False, WARM_UP), (True, STEPS)):  # a warm-up run, then the counted one
-        run = Counted(overhead.make_batches(steps))
+        run = Counted(overhead.make_batches(args, steps))
         run.counted = counted
         gc.collect()  # the same collector state for both runs: otherwise where a collection falls is luck
-        overhead.VARIANTS[name](run, Args)
+        overhead.VARIANTS[name](run, args)
     if not run.dumped:
         sys.exit(f"error: {name} did not draw batch {OFF} of epoch {EPOCHS}: nothing was counted")
 

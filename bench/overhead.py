@@ -202,7 +202,8 @@ def median_step(stamps, steps_per_epoch):
     return statistics.median(gaps)
 
 
-def main():
+def parse_args(argv=None):
+    """The command line's settings (``[]``: the defaults, as bench/instructions.py runs the variants)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--log-freq", type=int, default=50, help="LogHistory's log_freq (iterations)")
@@ -211,7 +212,11 @@ def main():
     parser.add_argument("--features", type=int, default=64, help="the model's inputs")
     parser.add_argument("--width", type=int, default=128, help="the model's hidden layer")
     parser.add_argument("--batch", type=int, default=BATCH)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main():
+    args = parse_args()
     torch.set_num_threads(1)
     logging.getLogger("basetrainer").setLevel(logging.WARNING)
     batches = make_batches(args)
