@@ -94,7 +94,6 @@ def strategy_of(model: nn.Module, device, compile: bool = False, communication: 
     return None
 
 
-
 def _named(communication: Communication) -> str:
     """The config setting that asks for ``communication``, as a user wrote it."""
     if communication.local_sgd_period:
