@@ -1,10 +1,10 @@
-"""What only a GPU can show: NCCL, fp16 AMP with GradScaler, DataParallel and channels_last on CUDA.
+"""What only a GPU can show: NCCL, fp16 AMP with GradScaler, DataParallel, channels_last, torch.compile
+and FSDP2 on CUDA.
 
 Every test here is skipped where CUDA is absent (CI has none); run them on a GPU machine
-with ``python -m pytest -q tests/parallel/test_gpu.py``. The figures of a GPU come from
-``bench/gpu.py``.
+with ``python -m pytest -q tests/parallel/test_gpu.py``, or ``bash bench/gpu.sh``, which runs
+them and then the GPU benchmarks.
 """
-
 import pytest
 import torch
 import torch.distributed as dist

@@ -203,7 +203,10 @@ def split_jobs(argv):
     """The command line's jobs: its arguments split at each ``--then``."""
     jobs = [[]]
     for arg in argv:
-        jobs.append([]) if arg == "--then" else jobs[-1].append(arg)
+        if arg == "--then":
+            jobs.append([])
+        else:
+            jobs[-1].append(arg)
     return jobs
 
 
