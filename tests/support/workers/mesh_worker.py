@@ -21,6 +21,7 @@ is evaluated at the end (``logs["test"]["loss"]``) and predicted (``trainer.pred
 """
 import argparse
 import copy
+import multiprocessing
 import os
 import signal
 import sys
@@ -173,7 +174,7 @@ class CutOff(Callback):
         if not self.signal_launcher:
             raise Cut()
         if trainer.is_main_process:
-            os.kill(os.getppid(), signal.SIGTERM)
+            os.kill(multiprocessing.parent_process().pid, signal.SIGTERM)  # the launcher
 
 
 class Cut(Exception):

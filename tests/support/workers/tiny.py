@@ -22,6 +22,7 @@ import argparse
 import collections
 import io
 import json
+import multiprocessing
 import os
 import signal
 import sys
@@ -80,8 +81,9 @@ class Phases:
 
 
 def send_to_launcher(name, world_size):
-    # Under launch's spawn the launcher is the parent; in one process it is this process.
-    launcher = os.getppid() if world_size > 1 and "TORCHELASTIC_RUN_ID" not in os.environ else os.getpid()
+    # Under launch the launcher is the process that started the workers; in one process it is this process.
+    launched = world_size > 1 and "TORCHELASTIC_RUN_ID" not in os.environ
+    launcher = multiprocessing.parent_process().pid if launched else os.getpid()
     os.kill(launcher, getattr(signal, name))
 
 
