@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from support.processes import TINY, run_python
+from support.zygote import Zygote
 
 # Fixtures that run jobs: a test that uses one is slow.
 SLOW_FIXTURES = {"tiny", "uninterrupted", "one_process_run", "two_process_run", "pruned_run", "mlflow_run",
@@ -58,6 +59,7 @@ def pytest_runtest_setup(item):
 
     guard.setattr(subprocess.Popen, "__init__", refuse)
     guard.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    guard.setattr(Zygote, "run", refuse)
     item.stash[_GUARD] = guard
     yield
 

@@ -110,7 +110,7 @@ def test_the_engine_callbacks_data_and_launch_import_none_of_what_only_fsdp_a_me
     code = ("import sys, basetrainer.engine.trainer, basetrainer.callbacks, basetrainer.checkpoint.manager, "
             "basetrainer.distributed.launch, basetrainer.data, basetrainer.metric, basetrainer.parallel; "
             f"print(sorted(name for name in {HEAVY_MODULES!r} if name in sys.modules))")
-    result = run_python(["-c", code], check=True)
+    result = run_python(["-c", code], check=True, fresh=True)
     assert result.stdout.strip() == "[]"
 
 

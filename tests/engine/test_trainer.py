@@ -407,5 +407,5 @@ def test_batches_move_to_the_device_whatever_their_structure():
 @pytest.mark.slow
 def test_importing_basetrainer_prints_nothing_and_loads_no_torchvision():
     code = "import sys, basetrainer; assert basetrainer.__version__; print('torchvision' in sys.modules)"
-    result = run_python(["-c", code], check=True)
+    result = run_python(["-c", code], check=True, fresh=True)
     assert (result.stdout, result.stderr) == ("False\n", "")

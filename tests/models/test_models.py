@@ -62,7 +62,7 @@ def test_old_import_path_is_the_same_function():
 @pytest.mark.slow  # a fresh interpreter: the only place where torchvision is not imported yet
 def test_importing_basetrainer_models_does_not_import_torchvision():
     code = "import sys, basetrainer.models; sys.exit('torchvision' in sys.modules)"
-    assert run_python(["-c", code]).returncode == 0
+    assert run_python(["-c", code], fresh=True).returncode == 0
 
 
 @pytest.mark.parametrize("net_type", [

@@ -312,7 +312,7 @@ def test_importing_pruning_loads_neither_torchvision_nor_a_backend():
         "import sys, basetrainer.pruning; "
         "print([m for m in ('torchvision', 'torch_pruning', 'nni') if m in sys.modules])"
     )
-    result = run_python(["-c", code], cwd=REPO, check=True)
+    result = run_python(["-c", code], cwd=REPO, check=True, fresh=True)
     assert result.stdout.strip() == "[]"
 
 

@@ -1,13 +1,16 @@
-"""The one way a test starts Python: :func:`run_python` (a command, with one thread per process), and
-:func:`popen_python` for the few tests that must start several at once."""
+"""The one way a test starts Python: :func:`run_python` (a command, with one thread per process; through
+the zygote unless the test asks for a new Python), and :func:`popen_python` for the few tests that must
+start several at once or signal the process."""
 import os
 import socket
 import subprocess
 import sys
 
 from . import TESTS, WORKERS
+from .zygote import Zygote
 
 TINY = WORKERS / "tiny.py"
+ZYGOTE = Zygote()
 
 
 def free_port() -> int:
@@ -21,11 +24,19 @@ def python_env(env=None) -> dict:
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {}))
 
 
-def run_python(args, timeout=240, env=None, cwd=None, check=False):
+def run_python(args, timeout=240, env=None, cwd=None, check=False, fresh=False):
     """Runs ``python args...`` (a script and its arguments, ``-c code`` or ``-m module``) and returns the
-    CompletedProcess with text output; ``check`` raises when it fails."""
-    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env=python_env(env), cwd=cwd or TESTS, check=check)
+    CompletedProcess with text output; ``check`` raises when it fails. The job runs in a child of the
+    test process's zygote (:mod:`.zygote`: torch already imported), or in a new Python when it needs
+    one or ``fresh`` asks for one (a test of what a job imports)."""
+    args, env, cwd = [*map(str, args)], python_env(env), cwd or TESTS
+    result = None if fresh else ZYGOTE.run(args, timeout, env, cwd)
+    if result is None:
+        result = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                                cwd=cwd)
+    if check:
+        result.check_returncode()
+    return result
 
 
 def popen_python(args, env=None, cwd=None, **kwargs):
