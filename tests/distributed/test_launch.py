@@ -15,15 +15,18 @@ LOADER_SCRIPT = textwrap.dedent('''
     with open(sys.argv[1], "a") as f:  # the script's top level: counted each time it runs
         f.write(f"{os.getpid()}\\n")
 
-    def main(out):
+    def main(out, launcher):
         loader = DataLoader(TensorDataset(torch.arange(32.0)), batch_size=8, num_workers=2)
         for epoch in range(2):
             assert sum(len(b[0]) for b in loader) == 32
         with open(out + f".{os.environ['RANK']}", "w") as f:
-            f.write(multiprocessing.get_start_method())
+            f.write(f"{multiprocessing.get_start_method()} {os.environ['JOB_RUN']} "
+                    f"{multiprocessing.parent_process().pid == launcher}")
 
     if __name__ == "__main__":
-        launch(main, 2, args=(sys.argv[2],))
+        for run in ("first", "second"):  # the environment as the launcher has it at each launch
+            os.environ["JOB_RUN"] = run
+            launch(main, 2, args=(f"{sys.argv[2]}.{run}", os.getpid()))
 ''')
 
 pytestmark = pytest.mark.slow  # every test here starts a job
@@ -35,10 +38,11 @@ def test_workers_start_their_loaders_as_the_launching_process_would(tmp_path):
     result = run_python([script, counter, out], timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     expected = multiprocessing.get_start_method()
-    assert [(out.parent / f"start_method.{rank}").read_text() for rank in (0, 1)] == [expected, expected]
+    assert [(tmp_path / f"start_method.{run}.{rank}").read_text() for run in ("first", "second") for rank in (0, 1)] \
+        == [f"{expected} {run} True" for run in ("first", "second") for rank in (0, 1)]
     if expected == "fork":
-        # the launcher and its 2 spawned ranks; the ranks' 2 epochs x 2 loader workers import nothing again
-        assert len(counter.read_text().split()) == 3
+        # the launcher and 2 ranks per launch; the ranks' 2 epochs x 2 loader workers import nothing again
+        assert len(counter.read_text().split()) == 5
 
 
 def run_launching_script(tmp_path, call, main_body="    print('trained')\n", timeout=120):
