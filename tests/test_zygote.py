@@ -4,7 +4,8 @@ import subprocess
 
 import pytest
 
-from support.processes import ZYGOTE, run_python
+from support.processes import ZYGOTE, python_env, run_python
+from support.zygote import Zygote
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +73,13 @@ def test_a_job_past_its_timeout_is_killed_and_raises_as_subprocess_run_does(tmp_
         run_python([script], timeout=3)
     assert raised.value.stdout == "started\n"
     assert run_python(["-c", "print('next')"]).stdout == "next\n"  # the zygote serves on
+
+
+def test_a_job_whose_startup_settings_differ_runs_apart_and_the_next_one_in_the_zygote(tmp_path):
+    zygote, probe = Zygote(python_env), ["-c", "import sys; print('torchvision' in sys.modules)"]
+    try:
+        assert zygote.run(probe, 60, python_env({"PYTHONPATH": str(tmp_path)}), tmp_path) is None  # run apart
+        assert zygote.run(probe, 60, python_env(), tmp_path).stdout == "True\n"  # preloaded: in the zygote
+    finally:
+        zygote.server.stdin.close()
+        zygote.server.wait()

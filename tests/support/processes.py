@@ -10,7 +10,6 @@ from . import TESTS, WORKERS
 from .zygote import Zygote
 
 TINY = WORKERS / "tiny.py"
-ZYGOTE = Zygote()
 
 
 def free_port() -> int:
@@ -22,6 +21,9 @@ def free_port() -> int:
 def python_env(env=None) -> dict:
     """The environment of a child Python: this one's, one thread per process, unbuffered output."""
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env or {}))
+
+
+ZYGOTE = Zygote(python_env)
 
 
 def run_python(args, timeout=240, env=None, cwd=None, check=False, fresh=False):

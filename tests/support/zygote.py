@@ -172,8 +172,9 @@ def _read(fd, size, deadline):
 class Zygote:
     """The test process's side: starts the server at the first job and runs jobs through it."""
 
-    def __init__(self):
-        self.server, self.env, self.busy = None, None, threading.Lock()
+    def __init__(self, environment):
+        """``environment()``: the environment to start the server in (jobs whose startup settings differ run apart)."""
+        self.environment, self.server, self.env, self.busy = environment, None, None, threading.Lock()
 
     def run(self, args, timeout, env, cwd):
         """``python *args`` in a child of the server, as ``subprocess.run(..., capture_output=True, text=True)``
@@ -189,10 +190,10 @@ class Zygote:
         if not (args[0] in ("-c", "-m") or args[0].endswith(".py")):
             return False
         if self.server is None or self.server.poll() is not None:
-            self.env = env
+            self.env = self.environment()
             self.server = subprocess.Popen([sys.executable, "-c", "from support.zygote import serve; serve()"],
-                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                           stderr=subprocess.DEVNULL, env=env, cwd=os.path.dirname(__file__) + "/..")
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                           env=self.env, cwd=os.path.dirname(os.path.dirname(__file__)))
         return all(env.get(name) == self.env.get(name) for name in {*env, *self.env}
                    if name.startswith(STARTUP_VARIABLES))
 
