@@ -46,8 +46,9 @@ STARTUP_VARIABLES = ("PYTHON", "OMP_", "MKL_", "KMP_", "TORCH", "PYTORCH", "LD_"
 
 def serve():
     """Reads jobs from stdin and answers each with the child's pid, then its exit code, on stdout."""
-    replies = os.dup(1)
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing an import prints may reach the replies
+    replies, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # nothing an import prints may reach the replies
+    os.close(devnull)
     for name in PRELOADED:
         importlib.import_module(name)
     while (job := _receive(0)) is not None:
