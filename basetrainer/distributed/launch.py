@@ -99,11 +99,11 @@ def _spawn(main_func, args, nprocs, world_size, machine_rank, dist_url, backend,
     reports = ctx.SimpleQueue()
     # The workers start their own processes as the user's would (e.g. DataLoader workers forked on
     # Linux), not with the method that started them.
-    start_method = multiprocessing.get_start_method()
+    start_method, environ = multiprocessing.get_start_method(), dict(os.environ)
     processes = [
         ctx.Process(target=_worker, daemon=False, args=(
             local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout,
-            start_method, hosted, dict(os.environ)))
+            start_method, hosted, environ))
         for local_rank in range(nprocs)
     ]
     for p in processes:
