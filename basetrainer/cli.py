@@ -45,12 +45,26 @@ EXPORT_SETTINGS = Schema([
 ])
 
 
+# Commands that run a trainer several times and parse their own flags (``basetrainer lr-find --help``):
+# name -> (module, what it does).
+TOOLS = {
+    "lr-find": "the learning-rate range test: loss against lr, and a suggested lr= (basetrainer lr-find --help)",
+    "batch-find": "the largest batch per process that fits, and where throughput stops growing "
+                  "(basetrainer batch-find --help)",
+    "study": "one run per batch size, lr scaled, with the time to a target accuracy (basetrainer study --help)",
+}
+TOOL_MODULES = {"lr-find": "basetrainer.tuning.lr_find_command", "batch-find": "basetrainer.tuning.batch_find_command",
+                "study": "basetrainer.study.command"}
+
+
 def get_parser():
     parser = ArgumentParser(prog="basetrainer", description="basetrainer: a PyTorch training engine.")
     parser.add_argument("--version", action="version", version=f"basetrainer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("train", add_help=False,
                         help="train an image classifier on ImageFolder data (basetrainer train --help)")
+    for name, text in TOOLS.items():
+        commands.add_parser(name, add_help=False, help=text)
     export = commands.add_parser("export", help="write a trained classifier as an ONNX, TorchScript or "
                                                 "torch.export file, checked against torch")
     export.add_argument("checkpoint", help="a model file of a run: last.pth, best_model_*.pth or model_final.pth, "
@@ -118,13 +132,17 @@ def main(argv=None):
         from .tasks import classification
 
         return classification.main(argv[1:], prog="basetrainer train")
+    if argv and argv[0] in TOOLS:
+        import importlib
+
+        return importlib.import_module(TOOL_MODULES[argv[0]]).main(argv[1:], prog=f"basetrainer {argv[0]}")
     parser = get_parser()
     args = parser.parse_args(argv)  # --version, --help and unknown commands exit here
     if args.command == "export":
         return export(args)
     if args.command == "predict":
         return predict(args)
-    parser.error("give a command: train, export or predict (e.g. basetrainer train --help)")
+    parser.error("give a command: train, lr-find, batch-find, study, export or predict (e.g. basetrainer train --help)")
 
 
 if __name__ == "__main__":
