@@ -15,6 +15,7 @@ from ..loggers import build_loggers
 from ..loggers.base import flatten, flatten_params, numbers
 from ..loggers.curves import write_training_curves
 from ..loggers.fanout import LoggerFanOut
+from ..utils import throughput
 from ..utils.eta import EvaluationClock, seconds_left
 from ..utils.log import RESULT, get_logger
 from ..utils.plots import as_float
@@ -37,9 +38,12 @@ class LogHistory(Callback):
       line and over all ranks (every rank joins one all-reduce at those batches only).
       ``eta`` includes the evaluations to come.
     - At each epoch end, a summary line and the epoch record to the loggers:
-      ``{"epoch", "lr", "train": {...}, "test": {...}}``, every number of ``logs["train"]``
-      and ``logs["test"]`` nested as there, ``epoch`` counting from 1; its step is the
-      global batch of the epoch's last batch, on the same axis as the per-step scalars.
+      ``{"epoch", "lr", "train": {...}, "test": {...}, "time_s", "samples_per_s", "peak_memory_gib"}``,
+      every number of ``logs["train"]`` and ``logs["test"]`` nested as there, ``epoch``
+      counting from 1; its step is the global batch of the epoch's last batch, on the same
+      axis as the per-step scalars. The wall-clock figures (see :meth:`_epoch_timing`) are
+      what a comparison of runs by time needs (``basetrainer study``); the trackers get the
+      train and test values and the lr only.
     - At the end of training, after the checkpoints (``priorities``: the files ModelCheckpoint
       writes then, ``model_final.pth``, exist), ``training_curves.png`` (``plot``; needs
       matplotlib); then each logger that takes files gets it and the ``artifacts`` that
@@ -83,7 +87,10 @@ class LogHistory(Callback):
         self._evaluations = EvaluationClock()
         self._first_step = 0  # the global batch of this epoch's batch 0
         self._next_first_step = 0  # the same for the next epoch, when the loader has no length
-        self._epoch_started = time.perf_counter()
+        self._epoch_started = self._last_batch_end = time.perf_counter()
+        self._training_started = None  # this run's start of training, after its start-up and resume
+        self._trained_before = 0.0  # a resumed run's training seconds up to the last epoch it keeps
+        self._samples_before_epoch = 0
 
     def _writes(self) -> bool:
         return self._may_write and comm.is_main_process()
@@ -100,6 +107,8 @@ class LogHistory(Callback):
         else:
             start_epoch, start_batch, steps = int((logs or {}).get("epoch", 0)), 0, 0
         self.history = [record for record in self.history if record["epoch"] <= start_epoch]
+        self._trained_before = self.history[-1].get("time_s", 0.0) if self.history else 0.0
+        self._training_started = time.perf_counter()
         if trainer is not None:
             self._window.start(trainer.model, trainer.device, trainer.options.amp)
         if not self._writes():
@@ -113,7 +122,8 @@ class LogHistory(Callback):
         state = self.state
         steps = state.batches_per_epoch if state is not None else 0
         self._first_step = epoch * steps if steps else self._next_first_step
-        self._epoch_started = time.perf_counter()
+        self._epoch_started = self._last_batch_end = time.perf_counter()
+        self._samples_before_epoch = state.samples_seen if state is not None else 0
         self._window.reset(state, self._device(), state.start_batch if state is not None else 0)
 
     def on_batch_begin(self, batch, logs=None):
@@ -121,6 +131,7 @@ class LogHistory(Callback):
 
     def on_batch_end(self, batch, logs=None):
         self._window.batch_end()
+        self._last_batch_end = time.perf_counter()
         if (batch + 1) % self.log_freq == 0 and self.state is not None:
             self._log_step(batch)
 
@@ -144,7 +155,8 @@ class LogHistory(Callback):
         last_step = self._first_step + state.batch if state is not None else epoch
         self._next_first_step = last_step + 1
         record = {"epoch": epoch + 1, "lr": as_float(logs.get("lr")),
-                  "train": numbers(logs.get("train", {})), "test": numbers(logs.get("test", {}))}
+                  "train": numbers(logs.get("train", {})), "test": numbers(logs.get("test", {})),
+                  **self._epoch_timing(state)}
         self.history.append(record)
         if not self._writes():
             return
@@ -171,6 +183,25 @@ class LogHistory(Callback):
         if self._writes():
             self.loggers.log_artifacts([self.curves_path, *self.artifacts])
             self.loggers.close()
+
+    def _epoch_timing(self, state) -> dict:
+        """The epoch record's wall-clock figures: ``time_s``, the seconds of training up to this epoch's end,
+        its evaluation included (start-up excluded; after a resume, the kept epochs' seconds plus this run's);
+        ``samples_per_s``, the epoch's training samples on all processes (each process's times the
+        data-parallel processes: the sampler gives each as many) over the seconds from its start to its last
+        batch's end; ``peak_memory_gib``, as the step lines measure it. Each is left out where it cannot be had."""
+        if self._training_started is None:  # events fired by hand, without on_train_begin
+            return {}
+        timing = {"time_s": self._trained_before + time.perf_counter() - self._training_started}
+        if state is not None:
+            samples = (state.samples_seen - self._samples_before_epoch) * comm.get_data_parallel_world_size()
+            seconds = self._last_batch_end - self._epoch_started
+            if samples and seconds > 0:
+                timing["samples_per_s"] = samples / seconds
+        memory = throughput.peak_memory(self._device()) if self._device() is not None else None
+        if memory is not None:
+            timing["peak_memory_gib"] = memory / 2 ** 30
+        return timing
 
     def _log_step(self, batch):
         state, device = self.state, self.trainer.device

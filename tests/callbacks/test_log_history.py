@@ -26,6 +26,8 @@ from support.toy import Crash
 from support.workers.metrics_worker import ClassifierTrainer, cfg, make_model
 
 EPOCHS, STEPS, LOG_FREQ = 3, 6, 2
+BATCH_SIZE = 16
+WALL_CLOCK = ("time_s", "samples_per_s", "peak_memory_gib")  # an epoch record's figures that differ between runs
 # make_model's forward: Linear(8, 16) and Linear(16, 3), 2 FLOPs per multiply-add; training is ~3 forwards.
 TRAIN_FLOPS_PER_SAMPLE = 3 * 2 * (8 * 16 + 16 * 3)
 
@@ -110,10 +112,30 @@ def test_csv_has_one_row_per_epoch_with_the_published_values(run):
     assert rows == expected
 
 
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def without_wall_clock(records):
+    return [{key: value for key, value in record.items() if key not in WALL_CLOCK} for record in records]
+
+
 def test_jsonl_has_each_epochs_logs(run):
     log_dir, _, spy = run
-    records = [json.loads(line) for line in (log_dir / "history.jsonl").read_text().splitlines()]
-    assert records == [{"epoch": e, **logs} for e, logs in enumerate(spy.epoch_logs, 1)]
+    records = read_jsonl(log_dir / "history.jsonl")
+    assert without_wall_clock(records) == [{"epoch": e, **logs} for e, logs in enumerate(spy.epoch_logs, 1)]
+
+
+def test_each_epoch_record_has_the_training_time_so_far_the_epochs_samples_per_second_and_peak_memory(run):
+    log_dir, _, _ = run
+    records = read_jsonl(log_dir / "history.jsonl")
+    times = [record["time_s"] for record in records]
+    assert 0 < times[0] < times[1] < times[2]
+    # the epoch's training batches take part of its time (its evaluation the rest)
+    epoch_seconds = [later - earlier for earlier, later in zip([0, *times], times)]
+    training_seconds = [STEPS * BATCH_SIZE / record["samples_per_s"] for record in records]
+    assert all(0 < training <= epoch for training, epoch in zip(training_seconds, epoch_seconds))
+    assert all(record["peak_memory_gib"] > 0 for record in records)
 
 
 def test_without_indicators_the_columns_are_the_first_epochs_numbers_in_order(tmp_path):
@@ -320,8 +342,11 @@ def test_resumed_history_equals_an_uninterrupted_one(run, tmp_path):
     train(resumed, num_epochs=3, resume="auto", indicators=["loss", "Acc"])
     # Resume once more from the older checkpoint: epoch 2's rows are written again, not twice.
     train(resumed, num_epochs=3, resume=str(tmp_path / "after_epoch_2.pth"), indicators=["loss", "Acc"])
-    for name in ("history.csv", "history.jsonl"):
-        assert (resumed / name).read_text() == (uninterrupted / name).read_text(), name
+    assert (resumed / "history.csv").read_text() == (uninterrupted / "history.csv").read_text()
+    resumed_records = read_jsonl(resumed / "history.jsonl")
+    assert without_wall_clock(resumed_records) == without_wall_clock(read_jsonl(uninterrupted / "history.jsonl"))
+    times = [record["time_s"] for record in resumed_records]
+    assert times == sorted(times)  # the resumed run's time goes on from the epochs it kept
     test_acc = scalars(resumed)["test/Acc"]
     assert test_acc == scalars(uninterrupted)["test/Acc"]
 
