@@ -1,7 +1,8 @@
 """Stop training when an indicator has stopped improving."""
 from ..engine.events import LATE, Callback
 from ..utils.log import get_logger
-from .monitor import check_mode, improves, lookup
+from ..utils.published import lookup
+from .monitor import check_mode, improves
 
 logger = get_logger()
 
@@ -37,6 +38,9 @@ class EarlyStopping(Callback):
         self.stopped_epoch = None
         self._evaluations_publish_it = False  # then it judges after each evaluation, else at epoch ends
         self._warned = False
+
+    def publishes(self):
+        return ()  # reads the evaluation, publishes nothing in it
 
     def on_train_begin(self, logs=None):
         # A run resumed after it had stopped early stays stopped.

@@ -63,6 +63,9 @@ class EMA(Callback):
         if trainer is not None:
             trainer.set_export_weights(self.weights_for_export)
 
+    def publishes(self):
+        return ()  # swaps the weights evaluated, publishes nothing
+
     def on_train_begin(self, logs=None):
         self._bind(self.trainer.model)
         if self._last_step is None:

@@ -32,7 +32,8 @@ import re
 from ..checkpoint import files as checkpoint_files
 from ..distributed import comm
 from ..utils.log import get_logger
-from .monitor import improves, lookup
+from ..utils.published import lookup
+from .monitor import improves
 
 MODEL_AND_OPTIMIZER = "model_optimizer.pth"
 _EPOCH_FILE = re.compile(r"^(?:best_model|latest_model|model)_(\d{3,})(?:_.+)?\.pth$")

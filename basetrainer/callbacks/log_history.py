@@ -100,6 +100,9 @@ class LogHistory(Callback):
         return trainer.device if trainer is not None else None
 
     # ------------------------------------------------------------------ events
+    def publishes(self):
+        return ()  # reads the evaluation, publishes nothing in it
+
     def on_train_begin(self, logs=None):
         state, trainer = self.state, self.trainer
         if state is not None:

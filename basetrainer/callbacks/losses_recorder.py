@@ -24,6 +24,9 @@ class LossesRecorder(Callback):
         self.indicator = indicator
         self.test_meter = MeanMeter()
 
+    def publishes(self):
+        return (self.indicator,)
+
     def on_test_begin(self, logs=None):
         self.test_meter.reset()
 

@@ -11,8 +11,9 @@ from ..engine.events import LOWEST, Callback
 from ..parallel import unwrap_model
 from ..utils.file_utils import TEMPORARY_SUFFIX
 from ..utils.log import get_logger
+from ..utils.published import lookup
 from .legacy_checkpoint_files import EarlierCheckpointFiles, warn_unused_keywords
-from .monitor import improves, lookup
+from .monitor import improves
 
 BEST_PREFIX = "best_model_"
 
@@ -90,6 +91,9 @@ class ModelCheckpoint(Callback):
             trainer.set_checkpoint_path(self.last_path)
 
     # ------------------------------------------------------------------ events
+    def publishes(self):
+        return ()  # reads the evaluation, publishes nothing in it
+
     def handles(self, event):
         if event == "on_batch_end":  # only interval saving works per batch
             return bool(self.every_n_iters or self.every_n_minutes)

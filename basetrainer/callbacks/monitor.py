@@ -1,4 +1,5 @@
-"""Deciding whether a watched value improved: one rule for early stopping and the best-model choice."""
+"""Deciding whether a watched value improved: one rule for early stopping and the best-model
+choice (they read the value with :func:`basetrainer.utils.published.lookup`)."""
 import math
 
 MODES = ("max", "min")
@@ -19,13 +20,3 @@ def improves(value: float, reference, mode: str = "max", min_delta: float = 0.0)
     if reference is None:
         return True
     return value > reference + min_delta if mode == "max" else value < reference - min_delta
-
-
-def lookup(values: dict, key: str):
-    """The number at ``key`` in ``values``: ``"Acc"``, or ``"val/Acc"`` for a test set's value
-    (``values["val"]["Acc"]``, as several test sets publish them); None when absent."""
-    value = values.get(key) if isinstance(values, dict) else None
-    if value is None and "/" in key:
-        head, rest = key.split("/", 1)
-        return lookup(values.get(head), rest) if isinstance(values, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

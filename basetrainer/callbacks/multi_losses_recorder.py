@@ -36,6 +36,16 @@ class MultiLossesRecorder(Callback):
         if indicators is not None:
             self._create_meters()
 
+    def publishes(self):
+        """The names it publishes (``"cls"``, or a group's ``"loss/cls"`` and ``"loss/total_loss"``); None
+        without ``indicators``, whose names come from the first batch's dict."""
+        if self.indicators is None:
+            return None
+        if not isinstance(self.indicators, dict):
+            return tuple(self.indicators)
+        return tuple(f"{group}/{name}" for group, names in self.indicators.items()
+                     for name in [*names, *([f"total_{group}"] if len(names) > 1 else [])])
+
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
         self._record("train", inputs, losses)
 

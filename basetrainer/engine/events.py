@@ -160,6 +160,13 @@ class Callback(LegacyCallbackAttributes):
         Asked once per run."""
         return _overrides(self, event)
 
+    def publishes(self):
+        """The names this callback publishes into ``logs["test"]``, as they are read there (``"loss"``, a
+        group's member ``"loss/cls"``), or None when it does not say. A ``target`` (config key) is checked
+        against them before training; where a callback that handles ``on_test_end`` or ``on_evaluation_end``
+        says nothing, that check waits for the first evaluation. One that publishes nothing returns ``()``."""
+        return None
+
     def state_dict(self) -> dict:
         return {}
 

@@ -5,6 +5,8 @@ from ..data import loaders as data
 from ..errors import ConfigError, DataError
 from ..parallel import select_strategy, strategy_of
 from . import evaluation
+from .lr_scaling import LRScaling
+from .target import time_to_target
 
 
 class TrainerHooks:
@@ -12,8 +14,12 @@ class TrainerHooks:
 
     A subclass overrides the six hooks and calls ``self.build(cfg)`` at the end of its
     ``__init__``; ``build_dataloader`` and ``build_model_parallel`` are the helpers the
-    hooks usually call.
+    hooks usually call. Around the hooks, ``build`` scales the optimizer's lr (``lr_scaling``, see
+    :mod:`.lr_scaling`) before the callbacks are built, and adds the callback that records the time to
+    ``target`` (:mod:`.target`) after them.
     """
+
+    lr_scaling = None  # an LRScaling once build() has made the optimizer
 
     def build_train_loader(self, cfg, **kwargs):
         """Returns the training DataLoader, usually ``self.build_dataloader(dataset, batch_size,
@@ -66,7 +72,12 @@ class TrainerHooks:
         self.optimizer = self.build_optimizer(cfg, **kwargs)
         self.strategy.check_optimizer(self.model, self.optimizer)  # FSDP: it must hold the sharded parameters
         self.strategy.attach_optimizer(self.optimizer)  # DDP's local SGD: averaging after the steps
+        self.lr_scaling = LRScaling(self.options.lr_scaling, self.optimizer, self.train_loader, self.state)
+        self.lr_scaling.apply()  # before the callbacks: schedules and warm-up start from the scaled rate
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
+        if self.options.target is not None:  # among the callbacks, so that its record travels in checkpoints
+            set_names = [name for name, _ in evaluation.test_sets(self.test_loader)]
+            self.callbacks.append(time_to_target(self.options.target, self.callbacks, set_names, self.options.work_dir))
         if self.options.amp == torch.float16:
             self.scaler = torch.amp.GradScaler(self.device.type)
         if self.strategy.pipeline is not None and type(self).run_step.__qualname__ != "EngineTrainer.run_step":

@@ -12,7 +12,9 @@ from ..errors import ConfigError
 from ..parallel.communication import Communication
 from ..parallel.mesh import MeshShape
 from ..parallel.plans import PipelinePlan
+from .lr_scaling import LRScalingRule
 from .settings import LOOP_SETTINGS, PIPELINE
+from .target import Target
 
 _AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 PROFILE_STEPS = (1, 1, 3)  # what ``profile: true`` traces: wait, warmup, active batches
@@ -45,6 +47,10 @@ class LoopOptions:
     take before the rank ends itself (:mod:`basetrainer.distributed.watchdog`); ``deterministic`` (True, or "warn":
     warn where an operation has no deterministic version instead of raising) asks torch for
     deterministic algorithms (:mod:`.determinism`).
+
+    ``target`` (a :class:`~.target.Target`, or None) is the evaluation result whose first reach the run records
+    (:mod:`.target`); ``lr_scaling`` (an :class:`~.lr_scaling.LRScalingRule`) how the optimizer's lr follows the
+    global batch (:mod:`.lr_scaling`).
 
     Every field is read from the config key of its name (:mod:`basetrainer.engine.settings` declares what each
     accepts, its default and unit); ``profile`` is read into ``profile_steps``; ``local_sgd``,
@@ -88,6 +94,8 @@ class LoopOptions:
     watchdog_timeout: float
     watchdog_factor: float
     deterministic: object
+    target: Optional[Target]
+    lr_scaling: LRScalingRule
 
     @property
     def sharded(self) -> bool:
@@ -126,6 +134,8 @@ class LoopOptions:
             "mesh": mesh,
             "tensor_parallel_plan": parallel["tensor_parallel"]["plan"],
             "pipeline": _pipeline(parallel, mesh, _amp_dtype(values["amp"], device)),
+            "target": Target.from_setting(values["target"]),
+            "lr_scaling": LRScalingRule.from_setting(values["lr_scaling"]),
         })
 
 

@@ -74,6 +74,7 @@ class TrainerRequests:
             "callbacks": parts.CallbackStates(self.callbacks),
             "run": state,
             "layout": DataLayout(self.train_loader, state, comm.get_data_parallel_world_size()),
+            **({"lr_scaling": self.lr_scaling} if self.lr_scaling is not None else {}),  # after the layout it reads
             "config": parts.ConfigRecord(to_plain(self.cfg), self.resume_settings),
             **self.strategy.checkpoint_parts(),
         }, position=state.position, reseed=reseed)

@@ -25,6 +25,10 @@ PIPELINE = Fields(schedule=(Choice(*SCHEDULE_NAMES), "1F1B"), microbatches=(Inte
                   stages_per_rank=(Integer(minimum=1), None))
 PARALLEL = Fields(mesh=(MESH, None), tensor_parallel=(TENSOR_PARALLEL, TENSOR_PARALLEL.defaults()),
                   pipeline=(PIPELINE, None))
+METRIC = Text(non_empty=True, meaning="a metric name as logs publish it")
+TARGET = Fields(metric=(METRIC, None), value=(Number(), None), mode=(Choice("max", "min"), "max"),
+                stop=(Boolean(), False))
+LR_SCALING = Fields(rule=(Choice("none", "linear", "sqrt"), "none"), base_batch_size=(Integer(minimum=1), None))
 CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
 #: Every config key the loop reads. A task adds its own keys with ``LOOP_SETTINGS + Schema([...])``.
@@ -37,6 +41,16 @@ LOOP_SETTINGS = Schema([
     Setting("eval_every_n_iters", Integer(minimum=0), 0,
             "evaluate (and keep the best model, stop early) every n optimizer steps and at the end (0: at every "
             "epoch end)", unit="optimizer steps", group="optimisation"),
+    Setting("target", TARGET, None,
+            "time to target: the first evaluation whose metric (as logs publish it: Acc, test/Acc, val/Acc) reaches "
+            "value (mode max: >=, min: <=) records the wall time since training began (start-up excluded), the "
+            "optimizer step, the epoch and the samples seen by all processes, in the log, the history, the trackers "
+            "and work_dir/log/target.json; stop: true ends training there (null: no target)", nullable=True,
+            group="optimisation"),
+    Setting("lr_scaling", LR_SCALING, LR_SCALING.defaults(),
+            "the optimizer's lr follows the global batch (batch_size x data-parallel processes x "
+            "accumulate_grad_batches): linear, lr x global / base_batch_size, or sqrt, lr x sqrt(global / "
+            "base_batch_size), before warm-up and schedules start; none: lr as given", group="optimisation"),
     # ---------------------------------------------------------------- each step
     Setting("amp", Choice("none", "bf16", "fp16", "true", aliases=AMP_ALIASES), "none",
             "mixed precision (true: fp16 on CUDA, bf16 on the CPU)", group="training loop",

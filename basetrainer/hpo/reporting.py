@@ -1,7 +1,7 @@
 """The part every search library shares: the evaluated indicator, handed over after each evaluation."""
-from ..callbacks.monitor import lookup
 from ..engine.events import LATE, Callback
 from ..errors import ConfigError
+from ..utils.published import lookup
 
 
 class EvaluationReporter(Callback):
@@ -27,6 +27,9 @@ class EvaluationReporter(Callback):
     @property
     def final_value(self):
         return self.values[-1][1] if self.values else None
+
+    def publishes(self):
+        return ()  # reads the evaluation, publishes nothing in it
 
     def on_evaluation_end(self, logs=None):
         results = (logs or {}).get("test", {})

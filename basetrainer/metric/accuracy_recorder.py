@@ -52,6 +52,9 @@ class AccuracyRecorder(Callback):
         self.test_matrix = None
         self._training = False  # between on_train_begin and on_train_end: the report waits for the end
 
+    def publishes(self):
+        return (self.indicator, *(f"{self.indicator}_top{k}" for k in self.topk))
+
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
         self.train_tally.update(_logits(outputs), _targets(inputs))
 

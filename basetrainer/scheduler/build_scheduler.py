@@ -130,8 +130,11 @@ class LRSchedulerCallback(Callback):
         return epoch * self.num_steps + batch * self.num_steps / per_epoch
 
     def _go_to(self, iteration: int) -> None:
-        """Puts the schedule and every param group at ``iteration``."""
+        """Puts the schedule and every param group at ``iteration``. The base is each group's ``initial_lr``
+        (torch's convention), which a resumed run's ``lr_scaling`` may have set anew since the schedule's was saved."""
         factor = self.lr_factor(iteration)
+        self.scheduler.base_lrs = [group.get("initial_lr", base_lr) for group, base_lr
+                                   in zip(self.optimizer.param_groups, self.scheduler.base_lrs)]
         for group, base_lr in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
             group["lr"] = base_lr * factor
         self.scheduler.last_epoch = iteration
@@ -259,8 +262,9 @@ def _earlier_decay(name, num_cycles, decay, gamma, num_epochs, epochs_per_decay)
 def _base_lrs(optimizer: torch.optim.Optimizer, lr_init: Optional[float]) -> list:
     # initial_lr first: an optimizer restored mid-run holds a scheduled value in "lr".
     own = [group.get("initial_lr", group["lr"]) for group in optimizer.param_groups]
-    # Groups with different lrs were set up so on purpose (e.g. a slower backbone): keep them.
-    if lr_init is None or len(set(own)) > 1:
+    # Groups with different lrs were set up so on purpose (e.g. a slower backbone), and an initial_lr already
+    # set is the base (the trainer's lr_scaling puts the scaled rate there): keep them.
+    if lr_init is None or len(set(own)) > 1 or any("initial_lr" in group for group in optimizer.param_groups):
         return own
     return [lr_init] * len(own)
 

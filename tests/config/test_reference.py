@@ -7,6 +7,7 @@ import torch
 
 from basetrainer.config import load_config
 from basetrainer.config.flags import flag_help
+from basetrainer.engine.lr_scaling import LRScalingRule
 from basetrainer.engine.options import LoopOptions
 from basetrainer.engine.settings import LOOP_SETTINGS
 from basetrainer.parallel.communication import Communication
@@ -86,8 +87,9 @@ def test_loop_options_of_an_empty_config_are_the_declared_defaults():
     options = LoopOptions.from_config({}, CPU)
     declared = {s.name: s.default for s in LOOP_SETTINGS if s.name not in READ_INTO}
     read = {name: getattr(options, name) for name in declared}
-    # Read into their field's form: "auto" is the bar, a list a tuple, no amp no dtype.
-    assert read == {**declared, "amp": None, "fsdp_shard": (), "activation_checkpointing": ()}
+    # Read into their field's form: "auto" is the bar, a list a tuple, no amp no dtype, lr_scaling a rule.
+    assert read == {**declared, "amp": None, "fsdp_shard": (), "activation_checkpointing": (),
+                    "lr_scaling": LRScalingRule("none", None)}
     assert options.communication == Communication()  # plain DDP
     assert options.mesh is None and options.tensor_parallel_plan is None
 
