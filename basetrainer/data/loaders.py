@@ -1,7 +1,11 @@
 """Data loaders sharded by data-parallel rank (the global rank without a device mesh), and what the loop asks of a
-loader: its length, its samples, a resumed epoch."""
+loader: its length, its samples, a resumed epoch, the end of its worker processes."""
+import contextlib
+import weakref
+
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, SequentialSampler
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 from ..distributed import comm
 from ..errors import DataError
@@ -9,6 +13,9 @@ from ..utils.log import get_logger
 from .samplers import EvalSampler, StreamSampler, TrainSampler, find_sampler
 
 logger = get_logger()
+
+# The iterators with worker processes that iterate() started, by loader: what shut_down_workers ends.
+_STARTED = weakref.WeakKeyDictionary()
 
 
 def build_dataloader(
@@ -97,18 +104,63 @@ def iterate_from(loader, epoch: int, start_batch: int):
     """
     set_epoch(loader, epoch)
     if start_batch == 0:
-        return iter(loader)
+        return iterate(loader)
     sampler = find_sampler(loader)
     batch_size = getattr(loader, "batch_size", None)
     if isinstance(sampler, (TrainSampler, StreamSampler)) and batch_size:
         sampler.skip(start_batch * batch_size)
-        return iter(loader)
+        return iterate(loader)
     logger.warning("resuming mid-epoch by loading and dropping %d batches: build the loader with "
                    "build_dataloader to skip them without loading", start_batch)
-    iterator = iter(loader)
+    iterator = iterate(loader)
     for _ in range(start_batch):
         next(iterator)
     return iterator
+
+
+def iterate(loader):
+    """``iter(loader)``, remembered when it starts worker processes, so that :func:`shut_down_workers` can end them."""
+    iterator = iter(loader)
+    if isinstance(loader, DataLoader) and isinstance(iterator, _MultiProcessingDataLoaderIter):
+        _STARTED.setdefault(loader, weakref.WeakSet()).add(iterator)
+    return iterator
+
+
+def shut_down_workers(*loaders) -> None:
+    """Ends the worker processes of ``loaders`` (loaders, None, or dicts of loaders, as ``test_loader`` may be):
+    those of the iterators :func:`iterate` started on them and those a loader with ``persistent_workers`` keeps
+    (its ``_iterator``, which the next ``iter`` then starts afresh).
+
+    Without it a worker outlives the run: a persistent one as long as its loader, one of an iterator abandoned
+    mid-epoch (a stop signal, an error, ``max_iters``) as long as the iterator, which an exception's traceback
+    keeps. At interpreter exit torch no longer shuts them down, and the process waits up to 5 s for each
+    (PyTorch issue 81794, with ``pin_memory``). Each worker is told to stop and joined, as torch does when an
+    iterator is collected."""
+    for loader in _each_loader(loaders):
+        iterators = set(_STARTED.pop(loader, ())) if isinstance(loader, DataLoader) else set()
+        kept = getattr(loader, "_iterator", None)
+        if isinstance(kept, _MultiProcessingDataLoaderIter):
+            iterators.add(kept)
+            loader._iterator = None
+        for iterator in iterators:
+            iterator._shutdown_workers()  # once per iterator: torch's own end of an iterator, here done now
+
+
+@contextlib.contextmanager
+def workers_shut_down_after(*loaders):
+    """Runs the block, then :func:`shut_down_workers` for ``loaders`` however the block ends (returning or raising)."""
+    try:
+        yield
+    finally:
+        shut_down_workers(*loaders)
+
+
+def _each_loader(loaders):
+    for loader in loaders:
+        if isinstance(loader, dict):
+            yield from _each_loader(loader.values())
+        elif loader is not None:
+            yield loader
 
 
 def num_samples(loader) -> int:

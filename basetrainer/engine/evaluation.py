@@ -80,7 +80,7 @@ def _test_batches(loader, model, to_device, step, events, state, logs, watchdog,
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        for batch, inputs in enumerate(loader):
+        for batch, inputs in enumerate(data.iterate(loader)):
             inputs = to_device(inputs)
             outputs, losses = step(inputs)
             state.loss = total_loss(losses)
@@ -104,13 +104,14 @@ def predict(loader, model, step, strategy):
     put back where the sampler's indices say; the duplicates a padding sampler adds land
     on their own rows, so 101 samples over 2 ranks give the same 101 rows as 1 process.
     A loader whose order cannot be known in advance (a random sampler, an iterable
-    dataset) gives the ranks' rows one rank after the other.
+    dataset) gives the ranks' rows one rank after the other. The loader's worker processes
+    end with the prediction, however it ends.
     """
     order, rows, was_training = data.sample_order(loader), [], model.training
     padding = strategy.evaluation_padding(loader)  # a collective: before the forwards, which may be others
     model.eval()
-    with torch.no_grad(), strategy.averaged_weights(model):
-        for inputs in loader:
+    with torch.no_grad(), strategy.averaged_weights(model), data.workers_shut_down_after(loader):
+        for inputs in data.iterate(loader):
             rows.append(_to_cpu(step(inputs)))
         for _ in range(padding):
             step(inputs)

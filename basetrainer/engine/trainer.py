@@ -85,12 +85,12 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
 
     # ------------------------------------------------------------------ the loop
     def run(self, logs=None):
-        """Trains from the start (or the resumed position) for ``max_epochs`` epochs or
-        ``max_steps`` optimizer steps; returns ``logs``."""
+        """Trains from the start (or the resumed position) for ``max_epochs`` epochs or ``max_steps`` optimizer
+        steps; returns ``logs``. The loaders' worker processes end with it, however it ends (a stop signal too)."""
         logs = {"train": {}, "test": {}, **(logs or {})}
         self.events = CallbackList(self.callbacks + self._builtin_callbacks(), trainer=self)
         state = self.state
-        with self.preemption.watching():
+        with self.preemption.watching(), data.workers_shut_down_after(self.train_loader, self.test_loader):
             self.resume_or_seed()
             self.preemption.check_start_up()  # a stop signal while loaders, model or checkpoint loaded
             state.logs, state.stop_requested = logs, False
@@ -240,13 +240,14 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
                             stop_after=self.preemption.evaluation_check, strategy=self.strategy)
 
     def evaluate(self, logs=None):
-        """Runs only the evaluation loop with the callbacks; returns ``logs["test"]``."""
+        """Runs only the evaluation loop with the callbacks; returns ``logs["test"]``. Its loaders' workers end too."""
         logs = {"train": {}, "test": {}, **(logs or {})}
         self.events = CallbackList(self.callbacks, trainer=self)
-        try:
-            self.test_epoch(logs)
-        except evaluation.EvaluationStopped:
-            self.preemption.interrupt("during an evaluation outside training (nothing to save)")
+        with data.workers_shut_down_after(self.test_loader):
+            try:
+                self.test_epoch(logs)
+            except evaluation.EvaluationStopped:
+                self.preemption.interrupt("during an evaluation outside training (nothing to save)")
         return logs["test"]
 
     def predict(self, loader):
