@@ -42,8 +42,10 @@ class LogHistory(Callback):
       every number of ``logs["train"]`` and ``logs["test"]`` nested as there, ``epoch``
       counting from 1; its step is the global batch of the epoch's last batch, on the same
       axis as the per-step scalars. The wall-clock figures (see :meth:`_epoch_timing`) are
-      what a comparison of runs by time needs (``basetrainer study``); the trackers get the
-      train and test values and the lr only.
+      what a comparison of runs by time needs (``basetrainer study``). With a ``target`` (config
+      key), ``"target"`` holds what reaching it recorded (``logs["target"]``, see
+      :mod:`basetrainer.engine.target`; None until then). The trackers get the train and test
+      values, the lr and, once reached, the target's figures.
     - At the end of training, after the checkpoints (``priorities``: the files ModelCheckpoint
       writes then, ``model_final.pth``, exist), ``training_curves.png`` (``plot``; needs
       matplotlib); then each logger that takes files gets it and the ``artifacts`` that
@@ -159,7 +161,7 @@ class LogHistory(Callback):
         self._next_first_step = last_step + 1
         record = {"epoch": epoch + 1, "lr": as_float(logs.get("lr")),
                   "train": numbers(logs.get("train", {})), "test": numbers(logs.get("test", {})),
-                  **self._epoch_timing(state)}
+                  **self._epoch_timing(state), **({"target": dict(logs["target"])} if "target" in logs else {})}
         self.history.append(record)
         if not self._writes():
             return

@@ -86,9 +86,12 @@ def flatten(values: dict, prefix: str = "", separator: str = "/") -> dict:
 
 
 def epoch_scalars(record: dict) -> dict:
-    """An epoch record as scalars: ``train/<name>``, ``test/<name>`` and ``lr``."""
+    """An epoch record as scalars: ``train/<name>``, ``test/<name>`` and ``lr``; once a target is reached, what
+    it recorded too (``target/time_s``, ``target/step``, ``target/epoch``, ``target/samples``,
+    ``target/reached_value``)."""
     scalars = {f"{phase}/{name}": value for phase in ("train", "test") for name, value in flatten(record[phase]).items()}
     scalars["lr"] = record["lr"]
+    scalars.update({f"target/{name}": value for name, value in record.get("target", {}).items() if value is not None})
     return scalars
 
 

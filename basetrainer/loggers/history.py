@@ -15,7 +15,9 @@ class HistoryLogger(Logger):
     "train": {...}, "test": {...}}``, nested as in ``logs``). The CSV columns are
     ``epoch, lr``, then ``train_<name>`` and ``test_<name>`` for each name of
     ``indicators`` (a group expands to ``<group>/<member>``), or, when ``indicators`` is
-    empty, for each number the first epoch published; the order is fixed for the whole
+    empty, for each number the first epoch published, and with a ``target`` (config key)
+    ``target_<name>`` for what it records (``reached_value``, ``time_s``, ``step``,
+    ``epoch``, ``samples``: empty until it is reached); the order is fixed for the whole
     file. ``epoch`` counts from 1.
 
     At the start of a run both files are written anew from the history the run keeps:
@@ -66,10 +68,12 @@ class HistoryLogger(Logger):
 
 
 def history_row(record: dict) -> dict:
-    """An epoch record as one flat row: ``{"epoch", "lr", "train_<name>": ..., "test_<name>": ...}``."""
+    """An epoch record as one flat row: ``{"epoch", "lr", "train_<name>": ..., "test_<name>": ...}``, then
+    ``target_<name>`` for what a target records (``time_s``, ``step``...; empty until it is reached)."""
     row = {"epoch": record["epoch"], "lr": record["lr"]}
     for phase in ("train", "test"):
         row.update({f"{phase}_{name}": value for name, value in flatten(record[phase]).items()})
+    row.update({f"target_{name}": value for name, value in record.get("target", {}).items()})
     return row
 
 
@@ -85,7 +89,8 @@ def history_columns(record: dict, indicators=()) -> list:
         train_names = test_names = names
     else:
         train_names, test_names = list(train), list(test)
-    return ["epoch", "lr", *(f"train_{n}" for n in train_names), *(f"test_{n}" for n in test_names)]
+    return ["epoch", "lr", *(f"train_{n}" for n in train_names), *(f"test_{n}" for n in test_names),
+            *(f"target_{n}" for n in record.get("target", {}))]
 
 
 def _csv_text(columns, rows, header) -> str:
