@@ -5,10 +5,12 @@ training there). The trainer adds :class:`TimeToTarget` to its callbacks in ``bu
 that every trainer has it; among ``callbacks``, so that its record travels in checkpoints), after checking
 that some callback publishes the metric (:func:`time_to_target`).
 
-At the end of the run the main process writes ``<work_dir>/log/target.json`` with exactly the keys of
-:data:`TARGET_KEYS`: ``metric``, ``value`` and ``mode`` as configured, ``reached`` (true or false), and
-``reached_value``, ``time_s``, ``step``, ``epoch`` and ``samples`` (null when not reached). A batch-size
-study reads that file: its name and keys are a contract.
+At the end of the run the main process writes ``<work_dir>/log/target.json`` (without a work_dir, ``log/`` in
+the current folder) with exactly the keys of :data:`TARGET_KEYS`: ``metric``, ``value`` and ``mode`` as
+configured, ``reached`` (true or false), and ``reached_value``, ``time_s``, ``step``, ``epoch`` and ``samples``
+(null when not reached). A run that does not end (it fails, or a stop signal interrupts it) leaves none: the
+file a run in the same folder left before is removed when training begins. A batch-size study reads that
+file: its name and keys are a contract.
 """
 import json
 import os
@@ -134,6 +136,8 @@ class TimeToTarget(Callback):
         self._started, self._samples_at_start = time.perf_counter(), self.state.samples_seen
         self._publish(logs)
         if comm.is_main_process():
+            if os.path.isfile(self.path):  # an earlier run's: this one writes its own when it ends
+                os.remove(self.path)
             logger.info("target %s: the time to target counts from here (start-up excluded)%s", self.target.describe(),
                         f", {self._seconds_before:.1f} s trained before the resume" if self._seconds_before else "")
         if self.record is not None and self.target.stop:  # a run resumed after it stopped at the target stays stopped

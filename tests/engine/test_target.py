@@ -18,7 +18,7 @@ from basetrainer.errors import ConfigError
 from basetrainer.loggers.base import epoch_scalars
 from basetrainer.metric.accuracy_recorder import AccuracyRecorder
 from basetrainer.utils.published import published_names
-from support.toy import ToyTrainer, blobs, toy_cfg
+from support.toy import Crash, ToyTrainer, blobs, toy_cfg
 
 # The toy trainer: 128 samples in batches of 16, drop_last: 8 optimizer steps per epoch.
 BATCH = 16
@@ -217,3 +217,11 @@ def test_a_plain_loader_of_ones_own_counts_its_samples(tmp_path):
     assert isinstance(trainer.train_loader, DataLoader)
     trainer.run()
     assert target_file(tmp_path)["samples"] == 4 * BATCH
+
+
+def test_a_run_that_does_not_end_leaves_no_target_json_not_even_an_earlier_runs(tmp_path):
+    train(tmp_path, {"metric": "score", "value": 1})
+    assert (tmp_path / "log" / "target.json").is_file()
+    with pytest.raises(RuntimeError, match="boom"):
+        train(tmp_path, {"metric": "score", "value": 1}, callbacks=[Crash(batch=5)])
+    assert not (tmp_path / "log" / "target.json").exists()
