@@ -1,6 +1,7 @@
 """Data loaders sharded by data-parallel rank (the global rank without a device mesh), and what the loop asks of a
 loader: its length, its samples, a resumed epoch, the end of its worker processes."""
 import contextlib
+import os
 import weakref
 
 import torch
@@ -79,6 +80,30 @@ def build_dataloader(
         persistent_workers=(not train if persistent_workers is None else persistent_workers) and num_workers > 0,
         **kwargs,
     )
+
+
+def resolve_num_workers(num_workers, device: torch.device) -> tuple:
+    """``(workers per process, why)`` for a ``num_workers`` setting: a number as it is, ``auto`` (in any case, as
+    the config's check allows) as :func:`auto_num_workers` decides on ``device``. ``why`` says it in words, for
+    the start-up log."""
+    if isinstance(num_workers, str) and num_workers.strip().lower() == "auto":
+        return auto_num_workers(device)
+    return num_workers, "num_workers"
+
+
+def auto_num_workers(device: torch.device) -> tuple:
+    """``(workers per process, why)`` that ``num_workers: auto`` means on ``device``.
+
+    On a GPU, ``min(8, usable cores per local process - 1)``: the cores this process may run on
+    (``os.sched_getaffinity``) shared among the job's processes on this machine (``LOCAL_WORLD_SIZE``), one of
+    them kept for the training process itself; 8 workers fed an H200 on the quick start (42% of each step waiting
+    for data, against 75% with none). On the CPU, 0: the training's own threads already use every core, so
+    workers compete with the compute instead of overlapping it (bench/RESULTS.md, "Loader workers")."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if device.type == "cpu":
+        return 0, f"auto: on the CPU the training's threads use the {cores} cores, workers would compete with them"
+    per_process = max(1, cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+    return max(0, min(8, per_process - 1)), f"auto: min(8, {per_process} usable cores per process - 1) on {device.type}"
 
 
 def is_sharded(loader) -> bool:

@@ -35,6 +35,7 @@ from ..checkpoint.weights import load_weights
 from ..config import save_config
 from ..criterion.criterion import get_criterion
 from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefolder
+from ..data.loaders import resolve_num_workers
 from ..distributed import comm
 from ..distributed.launch import launch
 from ..engine.trainer import EngineTrainer
@@ -61,6 +62,8 @@ class ClassificationTrainer(EngineTrainer):
 
     def __init__(self, cfg):
         super().__init__(cfg)
+        # Loader workers per process for both loaders: num_workers, or what "auto" means on this device.
+        self.num_workers, self.num_workers_reason = resolve_num_workers(cfg.num_workers, self.device)
         self.model_dir = os.path.join(cfg.work_dir, "model")
         self.log_dir = os.path.join(cfg.work_dir, "log")
         # train.log appears with its first line: a run whose data fails the checks in build() leaves no work_dir.
@@ -74,8 +77,9 @@ class ClassificationTrainer(EngineTrainer):
         num_params = sum(p.numel() for p in self.model.parameters())
         self.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",
                          __version__, cfg.work_dir, cfg.config_file, self.device, self.world_size)
-        self.logger.info("data: %d train images in %s, %d test images in %s, %d classes",
-                         self.train_num, cfg.train_data, self.test_num, cfg.test_data, cfg.num_classes)
+        self.logger.info("data: %d train images in %s, %d test images in %s, %d classes | %d loader workers per "
+                         "process (%s)", self.train_num, cfg.train_data, self.test_num, cfg.test_data,
+                         cfg.num_classes, self.num_workers, self.num_workers_reason)
         length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
             f" of batches of {cfg.batch_size} ({self.num_batches} per epoch)"
         self.logger.info("model: %s, %.2fM parameters, input %s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
@@ -87,7 +91,7 @@ class ClassificationTrainer(EngineTrainer):
                                      on_bad_image=cfg.on_bad_image, name="train_data")
         self.classes = dataset.classes
         cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
-        return self.build_dataloader(dataset, cfg.batch_size, cfg.num_workers, phase="train", shuffle=True,
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
                                      distributed=cfg.distributed)
 
     def build_test_loader(self, cfg, **kwargs):
@@ -97,7 +101,7 @@ class ClassificationTrainer(EngineTrainer):
                                      on_bad_image=cfg.on_bad_image, name="test_data")
         check_same_classes(self.train_loader.dataset, dataset)
         # Sharded without padding: every test image is counted once, whatever the number of processes.
-        return self.build_dataloader(dataset, cfg.batch_size, cfg.num_workers, phase="test", shuffle=False,
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
                                      distributed=cfg.distributed)
 
     # ------------------------------------------------------------------ model

@@ -1,7 +1,7 @@
 """Every config key of the classification task, declared once: the loop's keys (with the task's defaults),
 the model's and the task's own. Its command line (:mod:`.classification_config`), ``configs/config.yaml`` and
 ``docs/reference/configuration.md`` (:mod:`basetrainer.tasks.reference`) are made from these."""
-from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, Text
+from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
 from ..config.schema import Schema, Setting
 from ..criterion.criterion import loss_name
 from ..distributed.process_group import check_dist_url
@@ -34,6 +34,16 @@ CONFIG_YAML_GROUPS = {group: title for group, title in GROUPS.items() if group n
 
 _PATH = Text(non_empty=True, meaning="a path")
 
+
+def _auto_or_integer(text: str):
+    """A flag's text as a whole number where it is one (``--num_workers 4``), else as typed (``auto``), for the
+    setting's kind to check."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
 TASK_ONLY = Schema([
     Setting("config_file", _PATH, None, "YAML config file (configs/config.yaml documents every key)",
             nullable=True, group="command line", flag={"names": ("-c", "--config_file")}),
@@ -53,9 +63,10 @@ TASK_ONLY = Schema([
             "normalisation per channel (ImageNet's: [0.229, 0.224, 0.225])", group="data"),
     Setting("batch_size", Integer(minimum=1), 64, "images per batch and per process", unit="images", group="data",
             flag={}),
-    Setting("num_workers", Integer(minimum=0, maximum=256), 0,
-            "data loading processes per training process (0: load in the training process)", unit="processes",
-            group="data", flag={}),
+    Setting("num_workers", OneOf(Choice("auto"), Integer(minimum=0, maximum=256)), "auto",
+            "data loading processes per training process (0: load in the training process; auto: on a GPU "
+            "min(8, usable cores per process - 1), on the CPU 0, as its threads already use the cores)",
+            unit="processes", group="data", flag={"type": _auto_or_integer}),
     Setting("on_bad_image", Choice("raise", "skip"), "raise",
             "an unreadable image: raise (stop, naming the file) or skip (warn, use another)", group="data"),
     # ---------------------------------------------------------------- optimisation

@@ -557,3 +557,17 @@ def test_no_configuration_module_is_over_350_lines():
 def test_a_crop_ratio_so_small_that_the_resize_overflows_is_refused_in_one_line():
     with pytest.raises(ConfigError, match=r"images would be resized to inf pixels .* raise crop_ratio"):
         task_config(["crop_ratio=2.2e-309"])
+
+
+def test_num_workers_is_auto_by_default_and_takes_auto_or_a_number_from_flags_overrides_and_yaml(tmp_path):
+    path = write_yaml(tmp_path, "num_workers: auto\n")
+    assert task_config([]).num_workers == "auto"
+    assert [task_config(argv).num_workers for argv in (["--num_workers", "2"], ["--num_workers", "auto"],
+                                                       ["num_workers=3"], ["num_workers=auto"], ["-c", path])] \
+        == [2, "auto", 3, "auto", "auto"]
+
+
+def test_a_num_workers_that_is_neither_auto_nor_a_number_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match=r"config key 'num_workers' expects auto or an integer in \[0, 256\], "
+                                          r"got str 'many'"):
+        task_config(["--num_workers", "many"])
