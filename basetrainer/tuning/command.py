@@ -1,0 +1,91 @@
+"""What ``basetrainer lr-find`` and ``basetrainer batch-find`` share: the classification task's flags and
+``key=value`` overrides with the tool's own flags beside them, a classification trainer built from them in every
+process of the job, and the folder the tool writes to.
+
+The task's config is parsed and checked by the task itself
+(:func:`~basetrainer.tasks.classification_config.parse_config`);
+the tool's flags come off the command line first, so that a tool flag is never taken for a config key. The tool
+writes to ``<work_dir>/<tool>/``: its results, and the trainer's ``config.yaml`` and ``log/train.log``. A tool
+that fails removes that folder when it made it, so a refused run leaves nothing behind.
+"""
+import copy
+import os
+import shutil
+import sys
+
+from ..config.flags import ArgumentParser, add_setting_flags
+from ..distributed import comm
+from ..distributed.launch import launch
+from ..tasks.classification import ClassificationTrainer, prepare_data
+from ..tasks.classification_config import get_parser as task_parser
+from ..tasks.classification_config import parse_config
+from ..utils.log import set_logger
+
+
+def tool_parser(prog, description: str, settings, title: str, examples=()):
+    """The task's parser, described as the tool, with ``settings``' flags under ``title`` and the tool's
+    ``examples`` (command lines after the program's name) in place of the task's."""
+    parser = task_parser(prog)
+    parser.description = description
+    add_setting_flags(parser, settings, {settings_group(settings): title})
+    precedence = parser.epilog.partition("\nexamples:\n")[0]
+    parser.epilog = "\n".join([precedence, "", "examples:", *(f"  %(prog)s {example}" for example in examples)])
+    return parser
+
+
+def settings_group(settings) -> str:
+    """The group the tool's settings declare (one for all of them)."""
+    return next(iter(settings)).group
+
+
+def parse_tool_command(argv, prog, description: str, settings, title: str, examples=()):
+    """``(cfg, options)``: the task's checked config and the tool's flags (a dict), from ``argv``. ``--help``
+    prints both sets of flags; a bad flag value is one line and exit code 2."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    own = ArgumentParser(prog=prog, add_help=False, allow_abbrev=False)
+    own.add_argument("-h", "--help", action="store_true")
+    add_setting_flags(own, settings, checked=True)
+    options, rest = own.parse_known_args(argv)
+    if options.help:
+        tool_parser(prog, description, settings, title, examples).print_help()
+        sys.exit(0)
+    return parse_config(rest, prog), {name: getattr(options, name) for name in settings.names()}
+
+
+def launch_tool(cfg, folder: str, probe, options: dict) -> None:
+    """Runs ``probe(trainer, options, out_dir)`` in every process ``cfg`` asks for, on a classification trainer
+    that writes to ``<work_dir>/<folder>``."""
+    prepare_data(cfg)
+    launch(probe_trainer, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
+           machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed,
+           args=(cfg, folder, probe, options), timeout=cfg.dist_timeout)
+
+
+def probe_trainer(cfg, folder: str, probe, options: dict):
+    """What every process runs: builds the trainer in ``<work_dir>/<folder>`` (no trackers: the tool is no
+    training run) and probes it; on failure the main process removes the folders it made."""
+    out_dir = os.path.join(cfg.work_dir, folder)
+    made = _topmost_missing(out_dir)
+    tool_cfg = copy.deepcopy(cfg)
+    tool_cfg.work_dir, tool_cfg.loggers = out_dir, []
+    try:
+        trainer = ClassificationTrainer(tool_cfg)
+        result = probe(trainer, options, out_dir)
+    except BaseException:
+        if made is not None and comm.is_main_process():
+            set_logger(level="info")  # closes train.log before its folder goes
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+    if comm.is_main_process() and os.path.isdir(trainer.model_dir) and not os.listdir(trainer.model_dir):
+        os.rmdir(trainer.model_dir)  # the trainer's checkpoint folder: a probe saves none
+    return result
+
+
+def _topmost_missing(path: str):
+    """The outermost folder of ``path`` that does not exist yet (None when ``path`` exists)."""
+    missing = None
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        missing, path = path, os.path.dirname(path)
+    return missing
+

@@ -1,0 +1,54 @@
+"""``basetrainer lr-find``: the learning-rate range test on the classification task, with its flags and config.
+
+::
+
+    basetrainer lr-find --train_data D/train --net_type resnet18 batch_size=64
+    basetrainer lr-find --min_lr 1e-6 --max_lr 1 --num_steps 50 optim_type=AdamW
+
+Writes ``<work_dir>/lr_find/lr_find.csv`` (step, lr, loss, smoothed loss) and ``lr_find.png`` (loss against lr,
+the suggestion marked), and prints the suggestion as a ready override, ``lr=<value>``, on the last line.
+"""
+import os
+
+from ..errors import BaseTrainerError, exit_with
+from .command import launch_tool, parse_tool_command, tool_parser
+from .lr_find import lr_find
+from .options import LR_FIND_SETTINGS, check_lr_find
+from .reports import plot_lr_find, write_csv
+
+DESCRIPTION = ("The learning-rate range test (Smith; fastai's and Lightning's lr_find): trains the task's model\n"
+               "for num_steps optimizer steps while the lr grows exponentially from min_lr to max_lr, stops once\n"
+               "the smoothed loss diverges, and suggests the lr where the loss falls fastest. It takes every flag\n"
+               "and KEY=VALUE of 'basetrainer train' (the model, optimizer and data are the training run's).\n"
+               "It writes WORK_DIR/lr_find/lr_find.csv and lr_find.png, and prints lr=<suggestion> last.")
+EXAMPLES = ("--input_size 8 8 --num_steps 50    # the bundled digits",
+            "--train_data D/train --net_type resnet18 optim_type=AdamW --min_lr 1e-6 --max_lr 1")
+TITLE = "the range test"
+
+
+def get_parser(prog=None):
+    """The command line: the task's flags and overrides, and the range test's own (also for the docs)."""
+    return tool_parser(prog, DESCRIPTION, LR_FIND_SETTINGS, TITLE, EXAMPLES)
+
+
+def probe(trainer, options: dict, out_dir: str):
+    """Runs the range test on ``trainer``; the main process writes the CSV and the PNG and prints the result."""
+    result = lr_find(trainer, **options)
+    if trainer.is_main_process:
+        table = write_csv(result.rows(), os.path.join(out_dir, "lr_find.csv"))
+        picture = plot_lr_find(result, os.path.join(out_dir, "lr_find.png"))
+        print(result.summary())
+        print(f"wrote {table} and {picture}")
+        if result.override:
+            print(result.override)
+    return result
+
+
+def main(argv=None, prog=None):
+    """Command-line entry point; a ``BaseTrainerError`` is one ``error:`` line and its exit code."""
+    try:
+        cfg, options = parse_tool_command(argv, prog, DESCRIPTION, LR_FIND_SETTINGS, TITLE, EXAMPLES)
+        options = check_lr_find(options, "from the command line")
+        launch_tool(cfg, "lr_find", probe, options)
+    except BaseTrainerError as error:
+        exit_with(error)

@@ -1,0 +1,49 @@
+"""What the tuning tools write: their points as CSV, the range test's loss against lr as a PNG, and a table for
+the terminal. Files are written atomically (a reader never sees half of one)."""
+import csv
+import math
+
+from ..utils.file_utils import atomic_write
+
+
+def write_csv(rows, path: str) -> str:
+    """``rows`` (dicts with the same keys) as a CSV file with a header; returns ``path``."""
+    with atomic_write(path) as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def plot_lr_find(result, path: str) -> str:
+    """The smoothed loss (and, faint, each step's) against the learning rate on a log axis, with the suggestion
+    marked; returns ``path``."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = figure.subplots()
+    finite = [(lr, loss) for lr, loss in zip(result.lrs, result.losses) if math.isfinite(loss)]
+    if finite:
+        ax.plot(*zip(*finite), color="tab:blue", alpha=0.25, linewidth=1, label="loss")
+    ax.plot(result.lrs, result.smoothed, color="tab:blue", label="smoothed loss")
+    if result.suggestion is not None:
+        at = result.lrs.index(result.suggestion)
+        ax.plot([result.suggestion], [result.smoothed[at]], "o", color="tab:red", markersize=8,
+                label=f"suggestion: {result.override}")
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"learning-rate range test ({len(result.lrs)} steps)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    with atomic_write(path, binary=True) as stream:
+        figure.savefig(stream, format="png", dpi=100)
+    return path
+
+
+def format_table(rows, columns) -> str:
+    """``rows`` as aligned text: ``columns`` is ``[(key, heading, format)]``; a None value shows as ``-``."""
+    cells = [[heading for _, heading, _ in columns]]
+    cells += [["-" if row[key] is None else fmt.format(row[key]) for key, _, fmt in columns] for row in rows]
+    widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)).rstrip() for line in cells)

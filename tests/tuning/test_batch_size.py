@@ -1,0 +1,83 @@
+"""The batch-size finder on the CPU: the largest batch within a memory budget, by doubling then bisecting; the
+throughput of every size; the trainer left as it was; one-line refusals."""
+import re
+
+import pytest
+
+from basetrainer.checkpoint.rng import get_rng_state
+from basetrainer.errors import ConfigError
+from basetrainer.tuning import BatchTrial, find_batch_size
+from basetrainer.tuning.batch_size import _knee, _search
+from support.tuning import assert_bitwise_equal, assert_same_rng, disturbable, end_of_run
+
+WIDE = 4096  # hidden units: 16 KiB of activations per sample, so memory grows measurably with the batch
+
+
+def test_a_run_after_the_finder_is_bitwise_the_run_without_it():
+    fresh = disturbable()
+    fresh.run()
+    probed = disturbable()
+    before = get_rng_state()
+    find_batch_size(probed, max_memory=64, steps=1, max_trials=4)
+    assert_same_rng(get_rng_state(), before)
+    probed.run()
+    assert_bitwise_equal(end_of_run(probed), end_of_run(fresh))
+
+
+def test_a_small_budget_finds_the_largest_size_within_it():
+    result = find_batch_size(disturbable(width=WIDE, train_size=1024), max_memory=4, steps=1)
+    sizes = {trial.batch_size: trial for trial in result.trials}
+    assert 2 <= result.largest < 512 and sizes[result.largest].fits
+    assert not sizes[result.largest + 1].fits  # bisected down to the next size
+    assert all(trial.peak_memory_mib <= 4 for trial in result.trials if trial.fits)
+    assert all(trial.peak_memory_mib > 4 for trial in result.trials if not trial.fits)
+
+
+def test_sizes_are_doubled_from_the_first_then_bisected():
+    tried = []
+
+    def fits(size):
+        tried.append(size)
+        return size <= 40
+
+    assert _search(fits, 2, 1000, 25) == 40
+    assert tried == [2, 4, 8, 16, 32, 64, 48, 40, 44, 42, 41]
+
+
+def test_doubling_stops_at_the_samples_a_process_has():
+    tried = []
+    assert _search(lambda size: tried.append(size) is None, 3, 20, 25) == 20
+    assert tried == [3, 6, 12, 20]
+
+
+def test_every_size_tried_reports_its_samples_per_second():
+    result = find_batch_size(disturbable(), max_memory=64, steps=1, max_trials=3)
+    assert [trial.batch_size for trial in result.trials] == [2, 4, 8]
+    assert all(trial.samples_per_second > 0 for trial in result.trials)
+
+
+def test_the_knee_is_the_smallest_size_no_larger_one_beats_by_more_than_ten_percent():
+    speeds = {2: 100.0, 4: 190.0, 8: 300.0, 16: 320.0, 32: 325.0, 24: 340.0}
+    trials = [BatchTrial(size, True, 1.0, speed) for size, speed in speeds.items()]
+    assert _knee(trials) == 16  # 24's 340 is within 10% of 320; 8's 300 is beaten by 340
+
+
+def test_a_first_size_that_does_not_fit_is_a_one_line_error():
+    trainer = disturbable(width=WIDE, train_size=1024)
+    message = "first_size 512 does not fit: its steps took"
+    with pytest.raises(ConfigError, match=re.escape(message)) as refused:
+        find_batch_size(trainer, first_size=512, max_memory=1, steps=1)
+    assert "\n" not in str(refused.value) and trainer.state.global_step == 0
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"first_size": 97}, "first_size 97 is more than the 96 training samples each process has"),
+    ({"first_size": 0}, "'first_size' expects an integer >= 1, got int 0 (given to find_batch_size)"),
+    ({"max_memory": -1.0}, "'max_memory' expects a number > 0 or null, got float -1.0 (given to find_batch_size)"),
+    ({"steps": 0}, "'steps' expects an integer >= 1, got int 0 (given to find_batch_size)"),
+])
+def test_bad_arguments_are_one_line_errors_before_any_step(arguments, message):
+    trainer = disturbable()
+    with pytest.raises(ConfigError, match=re.escape(message)) as refused:
+        find_batch_size(trainer, **arguments)
+    assert "\n" not in str(refused.value) and trainer.state.loss is None
