@@ -24,7 +24,8 @@ from .steps import optimizer_steps
 class LRFindResult:
     """The sweep: one entry per step taken in ``lrs``, ``losses`` (each step's loss, averaged over ranks) and
     ``smoothed``; ``suggestion`` (None when too few points were left to tell); ``stopped``: why it ended early
-    (None when it ran all ``num_steps``)."""
+    (None when it ran all ``num_steps``); ``lr_scale``: the factor ``lr_scaling`` multiplies the config's lr by
+    for this global batch (the sweep's rates are the optimizer's, so the config's lr is the suggestion over it)."""
 
     lrs: List[float]
     losses: List[float]
@@ -32,11 +33,13 @@ class LRFindResult:
     suggestion: Optional[float]
     num_steps: int
     stopped: Optional[str] = None
+    lr_scale: float = 1.0
 
     @property
     def override(self) -> Optional[str]:
-        """The suggestion as a ``key=value`` override for ``basetrainer train`` (None without one)."""
-        return None if self.suggestion is None else f"lr={self.suggestion:.3g}"
+        """The suggestion as a ``key=value`` override for ``basetrainer train``, before ``lr_scaling`` scales it
+        (None without one)."""
+        return None if self.suggestion is None else f"lr={self.suggestion / self.lr_scale:.3g}"
 
     def rows(self) -> list:
         """One dict per step: ``step``, ``lr``, ``loss``, ``smoothed_loss``."""
@@ -48,7 +51,9 @@ class LRFindResult:
         span = f"{len(self.lrs)} of {self.num_steps} steps" + \
             (f" from lr {self.lrs[0]:.3g} to {self.lrs[-1]:.3g}" if self.lrs else "")
         stopped = f", stopped: {self.stopped}" if self.stopped else ""
-        found = f"steepest descent of the loss at {self.override}" if self.suggestion is not None else \
+        scaled = f" (the optimizer's lr {self.suggestion:.3g} over lr_scaling's factor {self.lr_scale:.3g})" \
+            if self.suggestion is not None and self.lr_scale != 1.0 else ""
+        found = f"steepest descent of the loss at {self.override}{scaled}" if self.suggestion is not None else \
             "no suggestion (too few steps before the loss diverged: lower max_lr or raise num_steps)"
         return f"lr range test: {span}{stopped}; {found}"
 
@@ -100,4 +105,10 @@ def lr_find(trainer, min_lr: float = 1e-7, max_lr: float = 10.0, num_steps: int 
             best = min(best, value)
         steps.close()
     return LRFindResult(swept, losses, smoothed, suggest(swept, smoothed, options["num_steps"]),
-                        options["num_steps"], stopped)
+                        options["num_steps"], stopped, _lr_scale(trainer))
+
+
+def _lr_scale(trainer) -> float:
+    """The factor ``lr_scaling`` gave the optimizer's lr at ``build()`` (1 when it scales nothing)."""
+    scaling = getattr(trainer, "lr_scaling", None)
+    return scaling.factor if scaling is not None and scaling.factor else 1.0

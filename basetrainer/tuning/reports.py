@@ -1,7 +1,6 @@
 """What the tuning tools write: their points as CSV, the range test's loss against lr as a PNG, and a table for
 the terminal. Files are written atomically (a reader never sees half of one)."""
 import csv
-import math
 
 from ..utils.file_utils import atomic_write
 
@@ -17,24 +16,27 @@ def write_csv(rows, path: str) -> str:
 
 def plot_lr_find(result, path: str) -> str:
     """The smoothed loss (and, faint, each step's) against the learning rate on a log axis, with the suggestion
-    marked; returns ``path``."""
+    marked; the loss axis spans the smoothed loss, so that one wild step of the divergence does not flatten the
+    curve. Returns ``path``."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(7, 4.5), layout="constrained")
     ax = figure.subplots()
-    finite = [(lr, loss) for lr, loss in zip(result.lrs, result.losses) if math.isfinite(loss)]
-    if finite:
-        ax.plot(*zip(*finite), color="tab:blue", alpha=0.25, linewidth=1, label="loss")
+    ax.plot(result.lrs, result.losses, color="tab:blue", alpha=0.25, linewidth=1, label="loss")
     ax.plot(result.lrs, result.smoothed, color="tab:blue", label="smoothed loss")
     if result.suggestion is not None:
         at = result.lrs.index(result.suggestion)
         ax.plot([result.suggestion], [result.smoothed[at]], "o", color="tab:red", markersize=8,
                 label=f"suggestion: {result.override}")
+    if result.smoothed:
+        low, high = min(result.smoothed), max(result.smoothed)
+        margin = 0.05 * (high - low) or 0.05 * abs(high) or 0.05
+        ax.set_ylim(low - margin, high + margin)
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel("training loss")
-    ax.set_title(f"learning-rate range test ({len(result.lrs)} steps)")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(f"learning-rate range test ({len(result.lrs)} of {result.num_steps} steps)")
+    ax.grid(True, alpha=0.3)
     ax.legend()
     with atomic_write(path, binary=True) as stream:
         figure.savefig(stream, format="png", dpi=100)

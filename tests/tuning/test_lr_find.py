@@ -122,3 +122,9 @@ def test_the_csv_and_the_picture_hold_every_step(tmp_path):
     lines = open(table).read().splitlines()
     assert lines[0] == "step,lr,loss,smoothed_loss" and len(lines) == 1 + len(result.lrs)
     assert open(picture, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and os.path.getsize(picture) > 10_000
+
+
+def test_under_lr_scaling_the_override_is_the_config_lr_that_scales_to_the_suggestion():
+    trainer = disturbable(lr_scaling={"rule": "linear", "base_batch_size": 8})  # batches of 16: lr x 2
+    result = lr_find(trainer, min_lr=1e-4, max_lr=10, num_steps=20)
+    assert result.lr_scale == 2.0 and result.override == f"lr={result.suggestion / 2:.3g}"
