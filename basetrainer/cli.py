@@ -5,12 +5,15 @@
     basetrainer --version
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
+    basetrainer lr-find --train_data D/train          # the lr range test: prints a suggested lr=
+    basetrainer batch-find --train_data D/train --gpu_id 0   # the largest batch that fits, samples/s per size
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
     basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ --out p.csv
     basetrainer export work_dirs/classification/model/last --out weights.pth
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
-``examples/example.py``, with the same flags and config keys. ``export`` writes a
+``examples/example.py``, with the same flags and config keys; ``lr-find`` and ``batch-find``
+probe its trainer with them (:mod:`basetrainer.tuning`). ``export`` writes a
 classifier that ``train`` saved as an ONNX, TorchScript or torch.export file, checks it
 against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
 ``--out *.pth`` (``--format pth``) it writes the weights as one plain state_dict, also from a
