@@ -19,7 +19,7 @@ class TrainerHooks:
     ``target`` (:mod:`.target`) after them.
     """
 
-    lr_scaling = None  # an LRScaling once build() has made the optimizer
+    lr_scaling = None  # with lr_scaling, an LRScaling once build() has made the optimizer
 
     def build_train_loader(self, cfg, **kwargs):
         """Returns the training DataLoader, usually ``self.build_dataloader(dataset, batch_size,
@@ -72,8 +72,9 @@ class TrainerHooks:
         self.optimizer = self.build_optimizer(cfg, **kwargs)
         self.strategy.check_optimizer(self.model, self.optimizer)  # FSDP: it must hold the sharded parameters
         self.strategy.attach_optimizer(self.optimizer)  # DDP's local SGD: averaging after the steps
-        self.lr_scaling = LRScaling(self.options.lr_scaling, self.optimizer, self.train_loader, self.state)
-        self.lr_scaling.apply()  # before the callbacks: schedules and warm-up start from the scaled rate
+        if self.options.lr_scaling.enabled and self.optimizer is not None:  # before the callbacks: schedules and
+            self.lr_scaling = LRScaling(self.options.lr_scaling, self.optimizer, self.train_loader, self.state)
+            self.lr_scaling.apply()  # warm-up start from the scaled rate
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
         if self.options.target is not None:  # among the callbacks, so that its record travels in checkpoints
             set_names = [name for name, _ in evaluation.test_sets(self.test_loader)]

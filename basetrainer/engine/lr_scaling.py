@@ -21,7 +21,7 @@ from ..utils.log import get_logger
 
 logger = get_logger()
 
-RULES = {"none": lambda ratio: 1.0, "linear": lambda ratio: ratio, "sqrt": math.sqrt}
+RULES = {"linear": lambda ratio: ratio, "sqrt": math.sqrt}  # of global batch / base_batch_size
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,7 @@ class LRScalingRule:
 
     @classmethod
     def from_setting(cls, values: dict) -> "LRScalingRule":
-        if values["rule"] != "none" and values["base_batch_size"] is None:
-            raise ConfigError(f"config key 'lr_scaling' has rule {values['rule']} and no base_batch_size: set "
-                              f"lr_scaling.base_batch_size to the global batch the lr was chosen for (e.g. 256)")
+        """The rule of the checked ``lr_scaling`` key."""
         return cls(values["rule"], values["base_batch_size"])
 
     @property
@@ -49,7 +47,8 @@ class LRScalingRule:
 class LRScaling:
     """Scales ``optimizer``'s lrs for the global batch of ``loader`` (its per-process batch), the data-parallel
     processes and ``state``'s accumulation (:meth:`apply`, once it is built), and, as a checkpoint part, does it
-    again for a resumed run's layout (:meth:`load_state_dict`, after the data layout's part)."""
+    again for a resumed run's layout (:meth:`load_state_dict`, after the data layout's part). Made by the trainer's
+    ``build`` when ``rule`` is not none."""
 
     def __init__(self, rule: LRScalingRule, optimizer, loader, state):
         self.rule, self.optimizer, self.loader, self.state = rule, optimizer, loader, state
@@ -59,8 +58,6 @@ class LRScaling:
 
     def apply(self) -> None:
         """Sets every group's lr and ``initial_lr`` to the scaled rate, and logs the arithmetic."""
-        if not self.rule.enabled:
-            return
         self._compute()
         for group, lr in zip(self.optimizer.param_groups, self.scaled()):
             group["lr"] = group["initial_lr"] = lr
@@ -93,8 +90,6 @@ class LRScaling:
 
     # ------------------------------------------------------------------ checkpoint part
     def state_dict(self) -> dict:
-        if not self.rule.enabled:
-            return {}
         return {"lr_scaling": {"rule": self.rule.rule, "base_batch_size": self.rule.base_batch_size,
                                "global_batch": self.global_batch, "factor": self.factor, "lr": self.scaled()}}
 
@@ -102,16 +97,12 @@ class LRScaling:
         """Replaces the checkpoint's rates with this run's: the config's lr scaled for the layout the run has now
         (loaded after the data layout, which an elastic resume changes); a schedule's position is kept (each
         group's lr over its ``initial_lr``)."""
-        before = saved.get("lr_scaling")
-        if not self.rule.enabled and before is None:
-            return
         self._compute()
         for group, lr in zip(self.optimizer.param_groups, self.scaled()):
             position = group["lr"] / group["initial_lr"] if group.get("initial_lr") else 1.0
             group["lr"], group["initial_lr"] = lr * position, lr
         if comm.is_main_process():
-            logger.info("%s, recomputed on resume: %s", self.arithmetic() if self.rule.enabled else "lr_scaling none: "
-                        f"lr {_lrs(self.unscaled)} as configured", _compared(saved, self.global_batch, name))
+            logger.info("%s, recomputed on resume: %s", self.arithmetic(), _compared(saved, self.global_batch, name))
 
 
 def _compared(saved: dict, global_batch: int, name: str) -> str:

@@ -6,6 +6,7 @@ line, ``configs/config.yaml`` and ``docs/reference/configuration.md`` are made f
 """
 import argparse
 
+from ..config.field_rules import FieldsWhere
 from ..config.kinds import Boolean, Choice, Fields, Integer, ListOf, MappingOf, Number, OneOf, Positions, Text
 from ..config.schema import Schema, Setting
 from ..parallel.plans import SCHEDULE_NAMES, STYLES
@@ -26,9 +27,13 @@ PIPELINE = Fields(schedule=(Choice(*SCHEDULE_NAMES), "1F1B"), microbatches=(Inte
 PARALLEL = Fields(mesh=(MESH, None), tensor_parallel=(TENSOR_PARALLEL, TENSOR_PARALLEL.defaults()),
                   pipeline=(PIPELINE, None))
 METRIC = Text(non_empty=True, meaning="a metric name as logs publish it")
-TARGET = Fields(metric=(METRIC, None), value=(Number(), None), mode=(Choice("max", "min"), "max"),
-                stop=(Boolean(), False))
-LR_SCALING = Fields(rule=(Choice("none", "linear", "sqrt"), "none"), base_batch_size=(Integer(minimum=1), None))
+TARGET = FieldsWhere(lambda target: next((f"{field} is missing" for field in ("metric", "value") if target[field] is None),
+                                          None), "metric and value set",
+                     metric=(METRIC, None), value=(Number(), None), mode=(Choice("max", "min"), "max"),
+                     stop=(Boolean(), False))
+LR_SCALING = FieldsWhere(lambda scaling: "base_batch_size is missing" if scaling["rule"] != "none"
+                         and scaling["base_batch_size"] is None else None, "base_batch_size set unless rule is none",
+                         rule=(Choice("none", "linear", "sqrt"), "none"), base_batch_size=(Integer(minimum=1), None))
 CLASS_NAMES = ListOf(Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", meaning="a class name", plural="class names"), single=True)
 
 #: Every config key the loop reads. A task adds its own keys with ``LOOP_SETTINGS + Schema([...])``.

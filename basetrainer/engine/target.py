@@ -45,13 +45,9 @@ class Target:
 
     @classmethod
     def from_setting(cls, values: Optional[dict]) -> Optional["Target"]:
-        """The target of the checked ``target`` key (None: no target); its metric and value are required."""
+        """The target of the checked ``target`` key (None: no target)."""
         if values is None:
             return None
-        for key, example in (("metric", "test/Acc"), ("value", "98.0")):
-            if values[key] is None:
-                raise ConfigError(f"config key 'target' has no {key}: set target.{key} (e.g. {example}), or "
-                                  f"target: null for no target")
         return cls(values["metric"], float(values["value"]), values["mode"], values["stop"])
 
     def reached_by(self, value: float) -> bool:

@@ -97,8 +97,8 @@ def test_a_loader_without_a_batch_size_is_refused_when_scaling():
 
 
 @pytest.mark.parametrize("scaling, message", [
-    ({"rule": "linear"}, "config key 'lr_scaling' has rule linear and no base_batch_size: set "
-                         "lr_scaling.base_batch_size"),
+    ({"rule": "linear"}, "config key 'lr_scaling' expects .* with base_batch_size set unless rule is none, got .*: "
+                         "base_batch_size is missing"),
     ({"rule": "sqrt", "base_batch_size": 0}, "config key 'lr_scaling' expects .*: base_batch_size is int 0"),
     ({"rule": "square", "base_batch_size": 8}, "config key 'lr_scaling' expects .*: rule is str 'square'"),
     ({"rule": "linear", "base_batch_size": 2.5}, "config key 'lr_scaling' expects .*: base_batch_size is float 2.5"),

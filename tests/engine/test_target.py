@@ -193,8 +193,8 @@ def test_a_multi_losses_recorder_that_learns_its_names_from_the_first_batch_decl
 
 
 @pytest.mark.parametrize("target, message", [
-    ({"value": 98.0}, "config key 'target' has no metric: set target.metric"),
-    ({"metric": "Acc"}, "config key 'target' has no value: set target.value"),
+    ({"value": 98.0}, r"config key 'target' expects .* with metric and value set or null, got .*: metric is missing"),
+    ({"metric": "Acc"}, r"config key 'target' expects .*: value is missing"),
     ({"metric": "Acc", "value": 98.0, "mode": "up"}, "config key 'target' expects .*: mode is str 'up'"),
     ({"metric": "Acc", "value": 98.0, "when": 3}, "config key 'target' expects .*: when is no field of it"),
 ])
