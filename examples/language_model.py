@@ -22,7 +22,6 @@ import math
 import os
 import sys
 import sysconfig
-import time
 
 import torch
 import torch.nn.functional as F
@@ -31,11 +30,11 @@ from torch.utils.data import Dataset
 
 from basetrainer import EngineTrainer, launch
 from basetrainer.callbacks import LogHistory, LossesRecorder, ModelCheckpoint
+from basetrainer.callbacks.run_throughput import RunThroughput
 from basetrainer.config import add_override_arguments, parser_config
 from basetrainer.config.kinds import Boolean, Integer, Number, Text
 from basetrainer.config.overrides import overrides_first
 from basetrainer.config.schema import Schema, Setting
-from basetrainer.distributed.comm import get_data_parallel_world_size
 from basetrainer.engine.events import Callback
 from basetrainer.engine.settings import LOOP_SETTINGS
 from basetrainer.errors import BaseTrainerError, ConfigError, exit_with
@@ -161,24 +160,38 @@ class NextTokenLoss(nn.Module):
 
 
 class TokensPerSecond(Callback):
-    """After each evaluation: tokens trained per second since the last one, and the test loss's perplexity."""
+    """After each evaluation: tokens trained per second so far (all processes), in steady state (the first
+    batches, which hold compilation, and the evaluations left out) and over the whole run, and the test loss's
+    perplexity. The rates are RunThroughput's, which LogHistory's closing line gives in samples/s."""
 
     def __init__(self, seq_len: int):
         super().__init__()
         self.seq_len = seq_len
-        self.since = (time.perf_counter(), 0)
+        self.rate = RunThroughput()
+
+    def on_train_begin(self, logs=None):
+        self.rate.train_begin(self.trainer.state)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.rate.epoch_begin()
+
+    def on_batch_end(self, batch, logs=None):
+        self.rate.batch_end(self.trainer.state)
+
+    def on_test_begin(self, logs=None):
+        self.rate.test_begin()
 
     def on_evaluation_end(self, logs=None):
+        self.rate.evaluation_end()
         state, logs = self.trainer.state, logs or {}
-        started, samples = self.since
-        now = time.perf_counter()
-        processes = get_data_parallel_world_size()  # those that see different batches (tensor parallel: fewer)
-        tokens_per_s = (state.samples_seen - samples) * self.seq_len * processes / (now - started)
+        steady, whole_run = self.rate.steady(state), self.rate.whole_run(state)
         test_loss = logs.get("test", {}).get("loss")
-        if self.trainer.is_main_process and test_loss is not None:
-            get_logger().info("step %d: %.0f tokens/s (all processes), test loss %.4f, perplexity %.2f",
-                              state.global_step, tokens_per_s, test_loss, math.exp(test_loss))
-        self.since = (now, state.samples_seen)
+        if self.trainer.is_main_process and test_loss is not None and whole_run:
+            steady_words = f"{steady * self.seq_len:.0f} in steady state, " if steady else ""
+            get_logger().info("step %d: tokens/s (all processes) %s%.0f over the whole run; test loss %.4f, "
+                              "perplexity %.2f",
+                              state.global_step, steady_words, whole_run * self.seq_len, test_loss,
+                              math.exp(test_loss))
 
 
 class LanguageModelTrainer(EngineTrainer):

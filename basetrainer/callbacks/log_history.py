@@ -19,7 +19,8 @@ from ..utils import throughput
 from ..utils.eta import EvaluationClock, seconds_left
 from ..utils.log import RESULT, get_logger
 from ..utils.plots import as_float
-from .log_lines import epoch_line, evaluation_line, step_line
+from .log_lines import epoch_line, evaluation_line, run_line, step_line
+from .run_throughput import RunThroughput
 from .throughput_window import ThroughputWindow
 
 
@@ -42,11 +43,21 @@ class LogHistory(Callback):
       every number of ``logs["train"]`` and ``logs["test"]`` nested as there, ``epoch``
       counting from 1; its step is the global batch of the epoch's last batch, on the same
       axis as the per-step scalars. The wall-clock figures (see :meth:`_epoch_timing`) are
-      what a comparison of runs by time needs (``basetrainer study``). With a ``target`` (config
+      what a comparison of runs by time needs (``basetrainer study``); beside them this run's rate so far,
+      ``whole_run_samples_per_s`` and ``steady_samples_per_s`` (and ``whole_run_mfu``, ``steady_mfu`` where
+      the step lines have an MFU; see :meth:`_run_rates`). With a ``target`` (config
       key), ``"target"`` holds what reaching it recorded (``logs["target"]``, see
       :mod:`basetrainer.engine.target`; None until then). The trackers get the train and test
       values, the lr and, once reached, the target's figures.
-    - At the end of training, after the checkpoints (``priorities``: the files ModelCheckpoint
+    - At the end of training, a closing line with the run's two rates (and MFU), named as such::
+
+          trained 16896 samples in 0:01:10 | samples/s 241 over the whole run (start-up excluded; compilation,
+          evaluations, checkpoints included), 380 in steady state (after the first 10 batches, evaluations left out)
+
+      and the same figures as scalars for the loggers (``train/whole_run_samples_per_s``, ...): the whole
+      run's rate counts compilation, which made a compiled language model's look 10x slower than eager's
+      while its steps were as fast (:class:`~.run_throughput.RunThroughput`).
+    - Then, after the checkpoints (``priorities``: the files ModelCheckpoint
       writes then, ``model_final.pth``, exist), ``training_curves.png`` (``plot``; needs
       matplotlib); then each logger that takes files gets it and the ``artifacts`` that
       exist (the confusion matrix, the final weights), and the loggers are closed. When
@@ -86,6 +97,7 @@ class LogHistory(Callback):
         self.curves_path = None  # the picture drawn at the end of training
         self._may_write = bool(is_main_process)
         self._window = ThroughputWindow()
+        self._run = RunThroughput()
         self._evaluations = EvaluationClock()
         self._first_step = 0  # the global batch of this epoch's batch 0
         self._next_first_step = 0  # the same for the next epoch, when the loader has no length
@@ -114,6 +126,8 @@ class LogHistory(Callback):
         self.history = [record for record in self.history if record["epoch"] <= start_epoch]
         self._trained_before = self.history[-1].get("time_s", 0.0) if self.history else 0.0
         self._training_started = time.perf_counter()
+        if state is not None:
+            self._run.train_begin(state)
         if trainer is not None:
             self._window.start(trainer.model, trainer.device, trainer.options.amp)
         if not self._writes():
@@ -130,6 +144,7 @@ class LogHistory(Callback):
         self._epoch_started = self._last_batch_end = time.perf_counter()
         self._samples_before_epoch = state.samples_seen if state is not None else 0
         self._window.reset(state, self._device(), state.start_batch if state is not None else 0)
+        self._run.epoch_begin()
 
     def on_batch_begin(self, batch, logs=None):
         self._window.batch_begin()
@@ -137,14 +152,18 @@ class LogHistory(Callback):
     def on_batch_end(self, batch, logs=None):
         self._window.batch_end()
         self._last_batch_end = time.perf_counter()
+        if self.state is not None:
+            self._run.batch_end(self.state)
         if (batch + 1) % self.log_freq == 0 and self.state is not None:
             self._log_step(batch)
 
     def on_test_begin(self, logs=None):
         self._evaluations.test_begin()
+        self._run.test_begin()
 
     def on_evaluation_end(self, logs=None):
         self._evaluations.evaluation_end()
+        self._run.evaluation_end()
         state = self.state
         if state is None or not self.trainer.options.eval_every_n_iters or not self._writes():
             return
@@ -161,7 +180,7 @@ class LogHistory(Callback):
         self._next_first_step = last_step + 1
         record = {"epoch": epoch + 1, "lr": as_float(logs.get("lr")),
                   "train": numbers(logs.get("train", {})), "test": numbers(logs.get("test", {})),
-                  **self._epoch_timing(state), **({"target": dict(logs["target"])} if "target" in logs else {})}
+                  **self._epoch_timing(state), **self._run_rates(state), **({"target": dict(logs["target"])} if "target" in logs else {})}
         self.history.append(record)
         if not self._writes():
             return
@@ -173,6 +192,12 @@ class LogHistory(Callback):
         self._window.stop_counting()
         if not self._writes():
             return
+        if self.state is not None:
+            rates = self._run_rates(self.state)
+            self.logger.info(run_line(self._run.samples(self.state), self._run.seconds(), rates,
+                                      self._run.steady_after), extra=RESULT)
+            self.loggers.log_metrics({f"train/{name}": value for name, value in rates.items()},
+                                     max(self._next_first_step - 1, 0))
         if self.plot:
             self.curves_path = write_training_curves(self.history, self.log_dir, self.indicators)
         self.end_loggers()
@@ -207,6 +232,20 @@ class LogHistory(Callback):
         if memory is not None:
             timing["peak_memory_gib"] = memory / 2 ** 30
         return timing
+
+    def _run_rates(self, state) -> dict:
+        """``whole_run_samples_per_s`` and ``steady_samples_per_s``, this run's so far (see
+        :class:`~.run_throughput.RunThroughput`), and ``whole_run_mfu``, ``steady_mfu`` where the step lines
+        have an MFU; each left out where it cannot be had."""
+        if state is None:
+            return {}
+        rates = {}
+        for kind, rate in (("whole_run", self._run.whole_run(state)), ("steady", self._run.steady(state))):
+            if rate is not None:
+                rates[f"{kind}_samples_per_s"] = rate
+                rates.update({f"{kind}_mfu": mfu for name, mfu in self._window.model_flops(rate).items()
+                              if name == "mfu"})
+        return rates
 
     def _log_step(self, batch):
         state, device = self.state, self.trainer.device

@@ -38,6 +38,29 @@ def epoch_line(record, seconds, max_epochs=None) -> str:
     return " | ".join(parts)
 
 
+def run_line(samples, seconds, rates, steady_after) -> str:
+    """``trained 16896 samples in 0:01:10 | samples/s 241 over the whole run (start-up excluded; compilation,
+    evaluations, checkpoints included), 380 in steady state (after the first 10 batches, evaluations left out) |
+    MFU 12.1% over the whole run, 19.0% in steady state``: the closing line. ``rates``: an epoch record's
+    ``whole_run_*`` and ``steady_*`` figures (see :class:`~.run_throughput.RunThroughput`); a figure missing
+    there is missing here (no steady state before the first ``steady_after`` batches, no MFU off known GPUs)."""
+    parts = [f"trained {samples} samples in {format_seconds(seconds)}"]
+    rate = []
+    if "whole_run_samples_per_s" in rates:
+        rate.append(f"{rates['whole_run_samples_per_s']:.0f} over the whole run (start-up excluded; compilation, "
+                    f"evaluations, checkpoints included)")
+    if "steady_samples_per_s" in rates:
+        rate.append(f"{rates['steady_samples_per_s']:.0f} in steady state (after the first {steady_after} batches, "
+                    f"evaluations left out)")
+    if rate:
+        parts.append("samples/s " + ", ".join(rate))
+    mfu = [f"{100 * rates[f'{kind}_mfu']:.1f}% {words}" for kind, words in
+           (("whole_run", "over the whole run"), ("steady", "in steady state")) if f"{kind}_mfu" in rates]
+    if mfu:
+        parts.append("MFU " + ", ".join(mfu))
+    return " | ".join(parts)
+
+
 def evaluation_line(state, results) -> str:
     """``step 400/1000 test loss 0.35 Acc 90.1``: an evaluation every N steps, not at an epoch's end."""
     return (f"step {state.global_step}" + (f"/{state.max_steps}" if state.max_steps else "")

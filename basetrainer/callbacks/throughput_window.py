@@ -77,15 +77,21 @@ class ThroughputWindow:
             self._flops.remove()
             self._flops = None
 
+    def model_flops(self, samples_per_s) -> dict:
+        """``{"flops_per_s", "mfu"}`` at ``samples_per_s`` (all ranks), from the FLOPs counted on the first batch
+        and the GPUs' peak: each left out where it cannot be had (before the first line, a GPU not known)."""
+        if not self._flops_per_sample or not samples_per_s:
+            return {}
+        flops = 3 * self._flops_per_sample * samples_per_s  # forward and backward: ~3 forward passes
+        if not self._peak_flops:
+            return {"flops_per_s": flops}
+        return {"flops_per_s": flops, "mfu": flops / (self._peak_flops * comm.get_world_size())}
+
     def _scalars(self, state, device, loss, speed, data_share) -> dict:
         scalars = {"train/loss_step": loss, "train/lr": as_float(state.lr), "train/samples_per_s": speed,
                    "train/data_wait": data_share}
         memory = throughput.peak_memory(device)
         if memory is not None:
             scalars["train/peak_memory_gib"] = memory / 2 ** 30
-        if self._flops_per_sample:
-            flops = 3 * self._flops_per_sample * speed  # forward and backward: ~3 forward passes
-            scalars["train/flops_per_s"] = flops
-            if self._peak_flops:
-                scalars["train/mfu"] = flops / (self._peak_flops * comm.get_world_size())
+        scalars.update({f"train/{name}": value for name, value in self.model_flops(speed).items()})
         return scalars

@@ -8,6 +8,7 @@ import copy
 import csv
 import json
 import logging
+import re
 import shutil
 
 import pytest
@@ -27,7 +28,9 @@ from support.workers.metrics_worker import ClassifierTrainer, cfg, make_model
 
 EPOCHS, STEPS, LOG_FREQ = 3, 6, 2
 BATCH_SIZE = 16
-WALL_CLOCK = ("time_s", "samples_per_s", "peak_memory_gib")  # an epoch record's figures that differ between runs
+# An epoch record's figures that differ between runs.
+WALL_CLOCK = ("time_s", "samples_per_s", "peak_memory_gib", "whole_run_samples_per_s", "steady_samples_per_s",
+              "whole_run_mfu", "steady_mfu")
 # make_model's forward: Linear(8, 16) and Linear(16, 3), 2 FLOPs per multiply-add; training is ~3 forwards.
 TRAIN_FLOPS_PER_SAMPLE = 3 * 2 * (8 * 16 + 16 * 3)
 
@@ -197,6 +200,23 @@ def test_mfu_is_the_flops_share_of_the_devices_peak(tmp_path, monkeypatch):
     assert [mfu for _, mfu in values["train/mfu"]] == pytest.approx(expected, rel=1e-5)
 
 
+def test_the_history_and_the_closing_line_give_the_mfu_of_both_rates(tmp_path, monkeypatch):
+    monkeypatch.setattr(throughput, "peak_flops", lambda device, amp: 1e3)  # MFUs of the order of 100x, to be read
+    logger, lines = logging.getLogger("test_log_history.mfu"), Lines()
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)
+    try:
+        train(tmp_path, num_epochs=2, plot=False, logger=logger)  # 12 batches: 2 in steady state
+    finally:
+        logger.removeHandler(lines)
+    last = read_jsonl(tmp_path / "history.jsonl")[-1]
+    for kind in ("whole_run", "steady"):
+        assert last[f"{kind}_mfu"] == pytest.approx(TRAIN_FLOPS_PER_SAMPLE * last[f"{kind}_samples_per_s"] / 1e3)
+    closing = re.search(r" \| MFU ([\d.]+)% over the whole run, ([\d.]+)% in steady state$", lines.results[-1])
+    assert float(closing[2]) == pytest.approx(100 * last["steady_mfu"], abs=0.05)  # no batch after the last epoch
+    assert float(closing[1]) == pytest.approx(100 * last["whole_run_mfu"], rel=0.2)  # its last checkpoint's time
+
+
 def test_an_epoch_summary_line_with_train_and_test_values(run):
     _, lines, spy = run
     summaries = [line for line in lines.lines if " done in " in line]
@@ -206,9 +226,27 @@ def test_an_epoch_summary_line_with_train_and_test_values(run):
         in summaries[-1]
 
 
-def test_epoch_summaries_are_results_and_step_lines_are_not(run):
+def test_epoch_summaries_and_the_closing_line_are_results_and_step_lines_are_not(run):
     _, lines, _ = run
-    assert lines.results == [line for line in lines.lines if " done in " in line]
+    assert lines.results == [line for line in lines.lines if " done in " in line or line.startswith("trained ")]
+
+
+def test_the_closing_line_gives_the_whole_runs_rate_and_the_steady_one_named_as_such(run):
+    _, lines, _ = run
+    closing = lines.results[-1]
+    assert closing.startswith(f"trained {EPOCHS * STEPS * 16} samples in 0:00:")
+    assert " over the whole run (start-up excluded; compilation, evaluations, checkpoints included), " in closing
+    assert closing.endswith(" in steady state (after the first 10 batches, evaluations left out)")
+
+
+def test_the_history_has_the_runs_rates_so_far_the_steady_one_once_past_the_first_10_batches(run):
+    log_dir, _, _ = run
+    records = read_jsonl(log_dir / "history.jsonl")
+    assert [sorted(key for key in record if key.endswith("samples_per_s")) for record in records] == [
+        ["samples_per_s", "whole_run_samples_per_s"],  # 6 batches: no steady state yet
+        ["samples_per_s", "steady_samples_per_s", "whole_run_samples_per_s"],
+        ["samples_per_s", "steady_samples_per_s", "whole_run_samples_per_s"]]
+    assert all(record["steady_samples_per_s"] > record["whole_run_samples_per_s"] for record in records[1:])
 
 
 def test_results_go_to_stdout_and_progress_to_stderr(tmp_path, capsys):
@@ -224,7 +262,8 @@ def test_tensorboard_has_the_step_and_epoch_tags(run):
     log_dir, _, _ = run
     assert set(scalars(log_dir)) == {"train/loss_step", "train/lr", "train/samples_per_s", "train/data_wait",
                                      "train/peak_memory_gib", "train/flops_per_s",
-                                     "train/loss", "train/Acc", "test/loss", "test/Acc", "lr"}
+                                     "train/loss", "train/Acc", "test/loss", "test/Acc", "lr",
+                                     "train/whole_run_samples_per_s", "train/steady_samples_per_s"}
 
 
 def test_step_scalars_are_at_the_global_batch_every_log_freq(run):

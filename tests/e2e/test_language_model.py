@@ -25,13 +25,14 @@ def train(folder, *arguments, steps=60):
 
 def test_the_language_model_learns_and_logs_tokens_per_second_and_perplexity(tmp_path):
     log = train(tmp_path)
-    evaluations = re.findall(r"step (\d+): (\d+) tokens/s \(all processes\), test loss ([\d.]+), perplexity ([\d.]+)",
-                             log)
+    evaluations = re.findall(r"step (\d+): tokens/s \(all processes\) (\d+) in steady state, (\d+) over the whole "
+                             r"run; test loss ([\d.]+), perplexity ([\d.]+)", log)
     assert [int(step) for step, *_ in evaluations] == [30, 60]
-    losses = [float(loss) for _, _, loss, _ in evaluations]
+    losses = [float(loss) for *_, loss, _ in evaluations]
     assert losses[1] < losses[0] < math.log(256)  # below a uniform guess over the 256 bytes, and falling
-    assert all(int(tokens) > 0 for _, tokens, _, _ in evaluations)
-    assert math.isclose(float(evaluations[-1][3]), math.exp(losses[-1]), rel_tol=1e-3)
+    # the steady state leaves out the first batches and the evaluations, which the whole run's rate counts
+    assert all(int(steady) > int(whole_run) > 0 for _, steady, whole_run, _, _ in evaluations)
+    assert math.isclose(float(evaluations[-1][4]), math.exp(losses[-1]), rel_tol=1e-3)
     with open(tmp_path / "work" / "log" / "history.csv") as history:
         assert float(list(csv.DictReader(history))[-1]["test_loss"]) == pytest.approx(losses[-1], abs=1e-4)
     assert (tmp_path / "work" / "model" / "last.pth").is_file()
