@@ -44,8 +44,10 @@ def plot_lr_find(result, path: str) -> str:
 
 
 def format_table(rows, columns) -> str:
-    """``rows`` as aligned text: ``columns`` is ``[(key, heading, format)]``; a None value shows as ``-``."""
+    """``rows`` as aligned text: ``columns`` is ``[(key, heading, format)]``, right-aligned but for the last (a
+    note, left-aligned); a None value shows as ``-``."""
     cells = [[heading for _, heading, _ in columns]]
     cells += [["-" if row[key] is None else fmt.format(row[key]) for key, _, fmt in columns] for row in rows]
     widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
-    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)).rstrip() for line in cells)
+    return "\n".join("  ".join([*(cell.rjust(width) for cell, width in zip(line[:-1], widths)), line[-1]]).rstrip()
+                     for line in cells)
