@@ -6,7 +6,7 @@ that every trainer has it; among ``callbacks``, so that its record travels in ch
 that some callback publishes the metric (:func:`time_to_target`).
 
 At the end of the run the main process writes ``<work_dir>/log/target.json`` (without a work_dir, ``log/`` in
-the current folder) with exactly the keys of :data:`TARGET_KEYS`: ``metric``, ``value`` and ``mode`` as
+the current folder) with exactly the keys of ``TARGET_KEYS``: ``metric``, ``value`` and ``mode`` as
 configured, ``reached`` (true or false), and ``reached_value``, ``time_s``, ``step``, ``epoch`` and ``samples``
 (null when not reached). A run that does not end (it fails, or a stop signal interrupts it) leaves none: the
 file a run in the same folder left before is removed when training begins. A batch-size study reads that
@@ -103,7 +103,7 @@ class TimeToTarget(Callback):
     ``on_train_begin``: start-up excluded), optimizer step, epoch (from 1), samples seen by all data-parallel
     processes, and the value; ``stop`` then asks the trainer to stop (which saves a checkpoint as any stop does).
 
-    The record goes to ``logs["target"]`` (every key of :data:`RECORD_KEYS`, None until reached, from
+    The record goes to ``logs["target"]`` (every key of ``RECORD_KEYS``, None until reached, from
     ``on_train_begin`` on, so that the history files keep the same columns over the run), a result line when
     reached and at the end of training, and ``target.json`` in ``out_dir`` (main process). The time and the
     samples of the runs a resumed one continues are counted on (:meth:`state_dict`). Every rank reads the
@@ -158,7 +158,7 @@ class TimeToTarget(Callback):
         self._started = None  # an evaluation after training reaches nothing
 
     def summary(self) -> dict:
-        """What ``target.json`` holds (:data:`TARGET_KEYS`)."""
+        """What ``target.json`` holds (``TARGET_KEYS``)."""
         record = self.record or dict.fromkeys(RECORD_KEYS)
         return {"metric": self.target.metric, "value": self.target.value, "mode": self.target.mode,
                 "reached": self.record is not None, **record}
