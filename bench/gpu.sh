@@ -5,7 +5,10 @@
 # 1. the GPU tests (tests/parallel/test_gpu.py: CUDA, fp16/bf16 AMP, channels_last, compile, FSDP2 on NCCL);
 # 2. bench/overhead.py on the GPU: a small model (the host sets the pace) and a larger one (the GPU does);
 # 3. the quick start on the GPU: fp32, then bf16 AMP with channels_last, then torch.compile;
-# 4. the language-model example on the GPU.
+# 4. the language-model example on the GPU;
+# 5. the quick start with 0 and 8 loader workers (bench/loader_workers.py): samples/s and data wait of each, and
+#    a failure when a run exits more than 2 s after its last log line (a loader worker outliving the training:
+#    5 s per worker before issue 44, 45 s with 8).
 # Each step has its own time limit, so that one that hangs does not take the others' time. Logs go to OUT_DIR.
 set -u
 out=${1:-gpu-logs}
@@ -33,3 +36,4 @@ step example_bf16_channels_last 70 python3 examples/example.py progress=false am
     work_dir="$work/bf16"
 step example_compile 100 python3 examples/example.py progress=false compile=true work_dir="$work/compile"
 step language_model 60 python3 examples/language_model.py progress=false work_dir="$work/lm"
+step loader_workers 240 python3 bench/loader_workers.py --workers 0 8 --epochs 12 --rounds 1 --max-exit-seconds 2
