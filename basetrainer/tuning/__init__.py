@@ -13,7 +13,7 @@ Lightning's ``Tuner`` drives its ``Trainer``; the loop does not know them. ``bas
     trainer.run()                            # exactly the run it would have been without them
 """
 from .batch_size import BatchSizeResult, BatchTrial, find_batch_size
-from .lr_find import LRFindResult, lr_find
+from .range_test import LRFindResult, lr_find
 from .methods import TuningMethods
 from .snapshot import TrainerSnapshot
 

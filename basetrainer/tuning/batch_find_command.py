@@ -14,7 +14,7 @@ import os
 from ..errors import BaseTrainerError, exit_with
 from .batch_size import find_batch_size
 from .command import launch_tool, parse_tool_command, tool_parser
-from .options import BATCH_FIND_SETTINGS, check_batch_find
+from .tool_settings import BATCH_FIND_SETTINGS, check_batch_find
 from .reports import format_table, write_csv
 
 DESCRIPTION = ("The batch-size finder (Lightning's scale_batch_size): the largest batch per process that fits,\n"

@@ -19,7 +19,7 @@ import torch
 from ..distributed import comm
 from ..errors import ConfigError
 from .memory import MIB, PeakGrowth, available_memory, release_freed_memory
-from .options import check_batch_find
+from .tool_settings import check_batch_find
 from .snapshot import TrainerSnapshot
 from .steps import optimizer_steps
 

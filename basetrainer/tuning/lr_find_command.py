@@ -12,8 +12,8 @@ import os
 
 from ..errors import BaseTrainerError, exit_with
 from .command import launch_tool, parse_tool_command, tool_parser
-from .lr_find import lr_find
-from .options import LR_FIND_SETTINGS, check_lr_find
+from .range_test import lr_find
+from .tool_settings import LR_FIND_SETTINGS, check_lr_find
 from .reports import plot_lr_find, write_csv
 
 DESCRIPTION = ("The learning-rate range test (Smith; fastai's and Lightning's lr_find): trains the task's model\n"

@@ -2,7 +2,7 @@
 ``trainer.lr_find()`` and ``trainer.find_batch_size()``. The engine knows nothing of them: the mixin sits here,
 above it, and calls the same functions a script can call on any trainer."""
 from .batch_size import find_batch_size
-from .lr_find import lr_find
+from .range_test import lr_find
 
 
 class TuningMethods:

@@ -12,7 +12,7 @@ from basetrainer.data.samplers import find_sampler
 from basetrainer.engine.events import Callback
 from basetrainer.errors import ConfigError
 from basetrainer.tuning import TuningMethods, lr_find
-from basetrainer.tuning.lr_find import suggest, sweep_lrs
+from basetrainer.tuning.range_test import suggest, sweep_lrs
 from basetrainer.tuning.reports import plot_lr_find, write_csv
 from support.tuning import Disturbable, assert_bitwise_equal, assert_same_rng, disturbable, end_of_run
 

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .options import check_lr_find
+from .tool_settings import check_lr_find
 from .snapshot import TrainerSnapshot
 from .steps import optimizer_steps
 

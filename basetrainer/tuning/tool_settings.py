@@ -35,7 +35,7 @@ BATCH_FIND_SETTINGS = Schema([
 
 
 def check_lr_find(values: dict, source="") -> dict:
-    """``values`` of :data:`LR_FIND_SETTINGS` (missing ones take their defaults), checked, with ``max_lr`` above
+    """``values`` of ``LR_FIND_SETTINGS`` (missing ones take their defaults), checked, with ``max_lr`` above
     ``min_lr``."""
     checked = {**LR_FIND_SETTINGS.defaults(), **LR_FIND_SETTINGS.check(values, source, strict=True)}
     if checked["max_lr"] <= checked["min_lr"]:
@@ -45,5 +45,5 @@ def check_lr_find(values: dict, source="") -> dict:
 
 
 def check_batch_find(values: dict, source="") -> dict:
-    """``values`` of :data:`BATCH_FIND_SETTINGS` (missing ones take their defaults), checked."""
+    """``values`` of ``BATCH_FIND_SETTINGS`` (missing ones take their defaults), checked."""
     return {**BATCH_FIND_SETTINGS.defaults(), **BATCH_FIND_SETTINGS.check(values, source, strict=True)}
