@@ -107,8 +107,9 @@ def _search(fits, first: int, cap: int, max_trials: int) -> Optional[int]:
     """The largest size that ``fits``: doubling from ``first`` (up to ``cap``) until one does not, then bisecting
     between the largest that fits and the smallest that does not; None when ``first`` does not fit."""
     low = high = None
-    size = first
-    for tried in range(1, max_trials + 1):
+    size, tried = first, 0
+    while True:
+        tried += 1
         if fits(size):
             low = size
         else:
@@ -118,7 +119,6 @@ def _search(fits, first: int, cap: int, max_trials: int) -> Optional[int]:
         if (high is None and low >= cap) or (high is not None and high - low <= 1) or tried == max_trials:
             return low
         size = min(2 * low, cap) if high is None else (low + high) // 2
-    return low
 
 
 def _trial(trainer, size: int, steps: int, meter: PeakGrowth, budget: Optional[float]) -> BatchTrial:
