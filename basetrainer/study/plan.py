@@ -43,7 +43,8 @@ STUDY_SETTINGS = Schema([
             "the evaluated metric the study compares: its target, best and final value (Acc, test/Acc, loss...)",
             flag={"names": ("--target-metric",), "metavar": "NAME"}),
     Setting("target_value", Number(), None,
-            "the value a run must reach (target.value); null: no target, no time-to-target columns",
+            "the value a run must reach (target.value); without it the runs have no target, the tables no time to "
+            "it",
             nullable=True, flag={"names": ("--target-value",), "metavar": "X"}),
     Setting("target_mode", Choice("max", "min"), "max", "max: reached at or above the value; min (losses): at or below",
             flag={"names": ("--target-mode",)}),
@@ -51,7 +52,7 @@ STUDY_SETTINGS = Schema([
             "end each run when it reaches the target (target.stop: faster, but no final value to compare)",
             flag={"names": ("--stop-at-target",)}),
     Setting("script", Text(non_empty=True, meaning="a path"), None,
-            "your training script, which takes key=value config overrides (null: python -m basetrainer train)",
+            "your training script, which takes key=value config overrides (without it: python -m basetrainer train)",
             nullable=True, flag={"names": ("--script",), "metavar": "PATH"}),
 ])
 

@@ -1,4 +1,4 @@
-"""One run of a study, in a Python process of its own: an out-of-memory error or a crash ends that run, not the study."""
+"""One run of a study, in a Python process of its own: running out of memory, or a crash, ends that run only."""
 import ctypes
 import os
 import signal

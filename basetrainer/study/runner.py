@@ -1,5 +1,5 @@
 """Running a study: its runs one after the other, each in its own process, with a progress line each; the tables
-and the picture after every run; and a study started again goes on with the runs left.
+and the picture after every run it trains and at the end; and a study started again goes on with the runs left.
 
 A run is done once its row file exists (:data:`~.table.ROW_FILE`, written after its process ended, however it
 ended: a run that failed is a row that says so, and the study goes on). A run folder without one is a run cut
@@ -35,12 +35,17 @@ def run_study(plan, echo=print) -> list:
             result = read_row(plan.run_dir(batch_size))
             if result is not None:
                 echo(f"{where}: done before, kept ({_line(result['row'], plan)})")
+                results.append(result)
             else:
-                result = _run(plan, batch_size, where, echo)
-            results.append(result)
-            write_tables([result["row"] for result in results], plan.out, plan.target_metric)
-            write_study_plot(results, plan.out, plan.target_metric, plan.target_value)
+                results.append(_run(plan, batch_size, where, echo))
+                _write_outputs(results, plan)  # the study so far, while the next run trains
+    _write_outputs(results, plan)
     return results
+
+
+def _write_outputs(results, plan) -> None:
+    write_tables([result["row"] for result in results], plan.out, plan.target_metric)
+    write_study_plot(results, plan.out, plan.target_metric, plan.target_value)
 
 
 def _run(plan, batch_size: int, where: str, echo) -> dict:
@@ -56,7 +61,7 @@ def _run(plan, batch_size: int, where: str, echo) -> dict:
                                   f"again to continue with the runs left (that one from scratch)") from None
     result = run_row(run_dir, batch_size, plan, outcome)
     write_row(run_dir, result)
-    echo(f"{where}: {outcome.status} in {format_seconds(outcome.seconds)} ({_line(result['row'], plan)})")
+    echo(f"{where}: {outcome.status} ({format_seconds(outcome.seconds)}; {_line(result['row'], plan)})")
     return result
 
 
