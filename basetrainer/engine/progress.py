@@ -45,6 +45,9 @@ class ProgressBar(Callback):
         self._train_desc, self._train_total = "Train", None  # what the training bar, or line, is about
         self._evaluations = EvaluationClock()
 
+    def publishes(self):
+        return ()  # shows the evaluation's progress, publishes nothing in it
+
     def on_train_begin(self, logs=None):
         state, mode = self.state, self.trainer.options.progress
         self._lines = mode == "auto" and not sys.stderr.isatty()
