@@ -4,7 +4,9 @@ A learning-rate range test or a batch-size trial trains: it moves the weights, t
 BatchNorm statistics, the random streams, the training loader's sampler and the trainer's counters.
 :class:`TrainerSnapshot` copies all of them when made and writes them back, in place, on every ``restore()``,
 so that objects holding a reference to one of them (a schedule holding the optimizer, a callback holding the
-loader) see the restored values. Callbacks are left alone: a probe fires no event.
+loader) see the restored values. Callbacks are left alone: a probe fires no event. The copies of tensors on a
+GPU are kept in host memory, so that a probe of what fits (the batch-size finder) has the device to itself;
+DTensors (FSDP shards) are copied where they are.
 """
 import copy
 import dataclasses
@@ -14,6 +16,7 @@ import torch
 from ..checkpoint.rng import get_rng_state, set_rng_state
 from ..data.samplers import find_sampler
 from ..errors import ConfigError
+from ..parallel.base import is_dtensor
 
 
 class TrainerSnapshot:
@@ -27,8 +30,8 @@ class TrainerSnapshot:
         self.trainer = trainer
         model = trainer.model
         self._tensors = _unique([*model.parameters(), *model.buffers()])
-        self._values = [tensor.detach().clone() for tensor in self._tensors]
-        self._grads = [_clone(getattr(tensor, "grad", None)) for tensor in self._tensors]
+        self._values = [_saved(tensor) for tensor in self._tensors]
+        self._grads = [_saved(getattr(tensor, "grad", None)) for tensor in self._tensors]
         self._modes = [(module, module.training) for module in model.modules()]
         optimizer = trainer.optimizer
         self._optimizer_state = {param: _copied(entry) for param, entry in optimizer.state.items()}
@@ -46,14 +49,14 @@ class TrainerSnapshot:
         trainer = self.trainer
         with torch.no_grad():
             for tensor, value, grad in zip(self._tensors, self._values, self._grads):
-                tensor.copy_(value)
+                tensor.copy_(value.value)
                 if isinstance(tensor, torch.nn.Parameter):
-                    tensor.grad = _clone(grad)
+                    tensor.grad = _restored(grad)
         for module, training in self._modes:
             module.training = training
         optimizer = trainer.optimizer
         optimizer.state.clear()
-        optimizer.state.update({param: _copied(entry) for param, entry in self._optimizer_state.items()})
+        optimizer.state.update({param: _restored_entry(entry) for param, entry in self._optimizer_state.items()})
         for group, saved in zip(optimizer.param_groups, self._groups):
             for key in [key for key in group if key != "params" and key not in saved]:
                 del group[key]
@@ -102,12 +105,33 @@ def _unique(tensors) -> list:
     return unique
 
 
-def _clone(tensor):
-    return None if tensor is None else tensor.detach().clone()
+class _SavedTensor:
+    """A copy of a tensor and the device it was on: in host memory, unless it is a DTensor (copied in place)."""
+
+    def __init__(self, tensor):
+        tensor = tensor.detach()
+        self.device = tensor.device
+        self.value = tensor.clone() if is_dtensor(tensor) else tensor.to("cpu", copy=True)
+
+    def restored(self):
+        """A new tensor equal to the saved one, on its device (each restore makes its own)."""
+        return self.value.to(self.device, copy=True)
+
+
+def _saved(tensor):
+    return None if tensor is None else _SavedTensor(tensor)
+
+
+def _restored(saved):
+    return None if saved is None else saved.restored()
 
 
 def _copied(entry: dict) -> dict:
-    """An optimizer's per-parameter state with its tensors cloned (``step``, moments, momentum buffers)."""
-    return {key: _clone(value) if isinstance(value, torch.Tensor) else copy.deepcopy(value)
+    """An optimizer's per-parameter state, its tensors (``step``, moments, momentum buffers) saved."""
+    return {key: _SavedTensor(value) if isinstance(value, torch.Tensor) else copy.deepcopy(value)
             for key, value in entry.items()}
 
+
+def _restored_entry(entry: dict) -> dict:
+    return {key: value.restored() if isinstance(value, _SavedTensor) else copy.deepcopy(value)
+            for key, value in entry.items()}
