@@ -43,13 +43,15 @@ class BatchTrial:
 class BatchSizeResult:
     """The sizes tried, in order; ``largest``: the largest that fits; ``knee``: the size after which samples
     per second stop growing by more than 10% (among the sizes that fit); ``budget_mib``: the memory budget
-    (None: CUDA's own limit); ``limited_by_data``: ``largest`` is all the samples a process has."""
+    (None: CUDA's own limit); ``limited_by_data``: ``largest`` is all the samples a process has;
+    ``limited_by_trials``: the search ran out of ``max_trials`` before it settled (a larger size may fit)."""
 
     trials: List[BatchTrial]
     largest: int
     knee: int
     budget_mib: Optional[float]
     limited_by_data: bool
+    limited_by_trials: bool = False
 
     @property
     def override(self) -> str:
@@ -61,7 +63,8 @@ class BatchSizeResult:
         return [dataclasses.asdict(trial) for trial in sorted(self.trials, key=lambda trial: trial.batch_size)]
 
     def summary(self) -> str:
-        limit = " (all the samples a process has)" if self.limited_by_data else ""
+        limit = " (all the samples a process has)" if self.limited_by_data else \
+            " (max_trials sizes tried: a larger one may fit)" if self.limited_by_trials else ""
         return (f"batch-size finder: the largest batch per process that fits is {self.largest}{limit}; "
                 f"samples/s grow by less than {THROUGHPUT_GAIN - 1:.0%} beyond {self.knee}: {self.override}")
 
@@ -99,8 +102,10 @@ def find_batch_size(trainer, first_size: int = 2, max_memory: Optional[float] = 
     if largest is None:
         raise ConfigError(f"first_size {options['first_size']} does not fit: {trials[0].note}; lower first_size, "
                           f"or raise max_memory")
-    return BatchSizeResult(trials, largest, _knee(trials), None if budget is None else budget / MIB,
-                           largest == per_process and all(trial.fits for trial in trials))
+    by_data = largest == per_process and all(trial.fits for trial in trials)
+    settled = by_data or any(trial.batch_size == largest + 1 and not trial.fits for trial in trials)
+    return BatchSizeResult(trials, largest, _knee(trials), None if budget is None else budget / MIB, by_data,
+                           limited_by_trials=not settled)
 
 
 def _search(fits, first: int, cap: int, max_trials: int) -> Optional[int]:

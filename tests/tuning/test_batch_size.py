@@ -3,12 +3,13 @@ throughput of every size; the trainer left as it was; one-line refusals."""
 import re
 
 import pytest
+import torch
 
 from basetrainer.checkpoint.rng import get_rng_state
 from basetrainer.errors import ConfigError
 from basetrainer.tuning import BatchTrial, find_batch_size
 from basetrainer.tuning.batch_size import _knee, _search
-from support.tuning import assert_bitwise_equal, assert_same_rng, disturbable, end_of_run
+from support.tuning import Disturbable, assert_bitwise_equal, assert_same_rng, disturbable, end_of_run
 
 WIDE = 4096  # hidden units: 16 KiB of activations per sample, so memory grows measurably with the batch
 
@@ -54,6 +55,27 @@ def test_every_size_tried_reports_its_samples_per_second():
     result = find_batch_size(disturbable(), max_memory=64, steps=1, max_trials=3)
     assert [trial.batch_size for trial in result.trials] == [2, 4, 8]
     assert all(trial.samples_per_second > 0 for trial in result.trials)
+
+
+def test_a_search_cut_short_by_max_trials_says_a_larger_size_may_fit():
+    result = find_batch_size(disturbable(), max_memory=64, steps=1, max_trials=3)
+    assert result.largest == 8 and result.limited_by_trials
+    assert "max_trials sizes tried: a larger one may fit" in result.summary()
+
+
+def test_a_size_that_runs_out_of_memory_does_not_fit_and_the_search_goes_on_below_it():
+    class RunsOutAbove24(Disturbable):
+        def run_step(self, inputs):
+            if len(inputs[0]) > 24:  # what CUDA's allocator raises when a batch does not fit
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return super().run_step(inputs)
+
+    trainer = RunsOutAbove24(disturbable().cfg)
+    result = find_batch_size(trainer, max_memory=1024, steps=1)
+    sizes = {trial.batch_size: trial for trial in result.trials}
+    assert result.largest == 24 and not result.limited_by_trials
+    assert (sizes[25].fits, sizes[25].note, sizes[25].peak_memory_mib) == (False, "out of memory", None)
+    assert trainer.state.global_step == 0 and all(param.grad is None for param in trainer.model.parameters())
 
 
 def test_the_knee_is_the_smallest_size_no_larger_one_beats_by_more_than_ten_percent():
