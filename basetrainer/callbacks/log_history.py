@@ -42,7 +42,7 @@ class LogHistory(Callback):
       ``{"epoch", "lr", "train": {...}, "test": {...}, "time_s", "samples_per_s", "peak_memory_gib"}``,
       every number of ``logs["train"]`` and ``logs["test"]`` nested as there, ``epoch``
       counting from 1; its step is the global batch of the epoch's last batch, on the same
-      axis as the per-step scalars. The wall-clock figures (see :meth:`_epoch_timing`) are
+      axis as the per-step scalars. The wall-clock figures (see ``_epoch_timing``) are
       what a comparison of runs by time needs (``basetrainer study``); beside them this run's rate so far,
       ``whole_run_samples_per_s`` and ``steady_samples_per_s`` (and ``whole_run_mfu``, ``steady_mfu`` where
       the step lines have an MFU; see :meth:`_run_rates`). With a ``target`` (config

@@ -79,7 +79,7 @@ class StudyPlan:
 
     @classmethod
     def from_settings(cls, values: dict, train_args=(), source: str = "") -> "StudyPlan":
-        """The plan for ``values`` (names of :data:`STUDY_SETTINGS`; missing ones take their defaults), checked:
+        """The plan for ``values`` (names of ``STUDY_SETTINGS``; missing ones take their defaults), checked:
         a one-line ConfigError for the first problem, before anything is written."""
         sizes = list(values.get("batch_sizes") or [])
         repeated = sorted({size for size in sizes if sizes.count(size) > 1})

@@ -1,7 +1,7 @@
 """Running a study: its runs one after the other, each in its own process, with a progress line each; the tables
 and the picture after every run it trains and at the end; and a study started again goes on with the runs left.
 
-A run is done once its row file exists (:data:`~.table.ROW_FILE`, written after its process ended, however it
+A run is done once its row file exists (``study_row.json``, written after its process ended, however it
 ended: a run that failed is a row that says so, and the study goes on). A run folder without one is a run cut
 short when the study was stopped: it is removed and the run done again from scratch, not resumed, so that
 its times are one process's, as the others' are.

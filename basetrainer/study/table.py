@@ -38,7 +38,7 @@ COLUMNS = (
 
 
 def run_row(run_dir: str, batch_size: int, plan, outcome) -> dict:
-    """The row of the run of ``batch_size`` in ``run_dir`` (:data:`COLUMNS`; None where the run gave nothing),
+    """The row of the run of ``batch_size`` in ``run_dir`` (``COLUMNS``; None where the run gave nothing),
     and its curve: ``{"row": {...}, "curve": [[training seconds, metric value], ...]}`` (one point per epoch
     that evaluated the metric). ``plan``: the study's :class:`~.plan.StudyPlan`; ``outcome``: how the run's
     process ended (:class:`~.process.Outcome`)."""
