@@ -43,15 +43,16 @@ def get_parser(prog=None):
                "lr=0.001\n"
                "  %(prog)s --batch-sizes 64 128 --rule none --script train.py -- -c my.yaml num_epochs=5",
     )
-    return add_setting_flags(parser, STUDY_SETTINGS, checked=True)
+    add_setting_flags(parser, STUDY_SETTINGS, checked=True)
+    parser.add_argument("train_args", nargs="*", metavar="TRAINING_ARGUMENT",
+                        help="after --: the training command's flags and KEY=VALUE overrides")
+    return parser
 
 
 def parse_plan(argv, prog=None) -> StudyPlan:
     """The checked plan for ``argv``: the study's flags, then ``--`` and the training arguments."""
-    argv = list(argv)
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = get_parser(prog).parse_args(argv[:split])
-    return StudyPlan.from_settings(vars(args), argv[split + 1:], source="from the command line")
+    settings = vars(get_parser(prog).parse_args(list(argv)))
+    return StudyPlan.from_settings(settings, settings.pop("train_args"), source="from the command line")
 
 
 def main(argv=None, prog=None):

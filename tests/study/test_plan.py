@@ -96,3 +96,19 @@ def test_a_folder_holding_a_study_with_other_settings_is_refused(tmp_path):
     plan(tmp_path, "num_epochs=2", batch_sizes=[64]).check_continues()  # other batch sizes: the same study
     with pytest.raises(ConfigError, match=r"holds a study with other settings \(train_args differ"):
         plan(tmp_path, "num_epochs=3").check_continues()
+
+
+def test_everything_after_the_double_dash_goes_to_every_run_unchanged():
+    study = command.parse_plan(["--batch-sizes", "16", "--rule", "none", "--", "-c", "my.yaml", "--input_size", "8",
+                                "8", "lr=0.1"])
+    assert study.train_args == ("-c", "my.yaml", "--input_size", "8", "8", "lr=0.1")
+
+
+def test_the_help_shows_the_usage_and_every_flag(capsys):
+    with pytest.raises(SystemExit) as stop:
+        command.main(["--help"], prog="basetrainer study")
+    out = capsys.readouterr().out
+    assert stop.value.code == 0 and out.startswith("usage: basetrainer study --batch-sizes N [N ...] [options] [--")
+    for flag in ("--processes", "--out", "--rule", "--base-batch-size", "--target-metric", "--target-value",
+                 "--target-mode", "--stop-at-target", "--script"):
+        assert flag in out
