@@ -5,7 +5,7 @@ for data, as its log lines print them, and how long the process takes to exit af
 
 Each round runs ``examples/example.py`` once per worker count, in turn, so that a machine whose load
 changes treats them alike. The rates are the medians of the log lines after the first epoch (worker
-start-up and the first steps left out). It trains on the GPU where there is one. With ``--max-exit-seconds``
+start-up and the first steps left out; of all lines when there is one epoch). It trains on the GPU where there is one. With ``--max-exit-seconds``
 it fails (exit 1) when a run took longer than that to exit after its last line: a loader worker that outlived
 the training (bench/gpu.sh checks 8 workers so). Figures: bench/RESULTS.md, "Loader workers".
 """
@@ -35,7 +35,7 @@ def run_once(workers, epochs, folder):
     for line in process.stdout:
         last_line = time.perf_counter()
         match = STEP_LINE.search(line)
-        if match and int(match.group(1)) > 1:
+        if match and (int(match.group(1)) > 1 or epochs == 1):
             rates.append(int(match.group(2)))
             waits.append(int(match.group(3)))
     if process.wait() != 0:

@@ -49,7 +49,9 @@ class LogHistory(Callback):
       key), ``"target"`` holds what reaching it recorded (``logs["target"]``, see
       :mod:`basetrainer.engine.target`; None until then). The trackers get the train and test
       values, the lr and, once reached, the target's figures.
-    - At the end of training, a closing line with the run's two rates (and MFU), named as such::
+    - At the end of training, after the checkpoints (``priorities``: the files ModelCheckpoint writes then,
+      ``model_final.pth``, exist), ``training_curves.png`` (``plot``; needs matplotlib), then the run's last
+      line, with its two rates (and MFU), named as such::
 
           trained 16896 samples in 0:01:10 | samples/s 241 over the whole run (start-up excluded; compilation,
           evaluations, checkpoints included), 380 in steady state (after the first 10 batches, evaluations left out)
@@ -57,11 +59,9 @@ class LogHistory(Callback):
       and the same figures as scalars for the loggers (``train/whole_run_samples_per_s``, ...): the whole
       run's rate counts compilation, which made a compiled language model's look 10x slower than eager's
       while its steps were as fast (:class:`~.run_throughput.RunThroughput`).
-    - Then, after the checkpoints (``priorities``: the files ModelCheckpoint
-      writes then, ``model_final.pth``, exist), ``training_curves.png`` (``plot``; needs
-      matplotlib); then each logger that takes files gets it and the ``artifacts`` that
-      exist (the confusion matrix, the final weights), and the loggers are closed. When
-      training raises, the loggers are closed with what they hold.
+    - Then each logger that takes files gets the picture and the ``artifacts`` that exist (the
+      confusion matrix, the final weights), and the loggers are closed. When training raises, the
+      loggers are closed with what they hold.
 
     ``loggers`` are names for :func:`~basetrainer.loggers.build_loggers` (tensorboard,
     csv, mlflow, wandb) or :class:`~basetrainer.loggers.base.Logger` objects; by default
@@ -192,14 +192,14 @@ class LogHistory(Callback):
         self._window.stop_counting()
         if not self._writes():
             return
-        if self.state is not None:
+        if self.plot:
+            self.curves_path = write_training_curves(self.history, self.log_dir, self.indicators)
+        if self.state is not None:  # the run's last line: what follows is closing files and processes
             rates = self._run_rates(self.state)
             self.logger.info(run_line(self._run.samples(self.state), self._run.seconds(), rates,
                                       self._run.steady_after), extra=RESULT)
             self.loggers.log_metrics({f"train/{name}": value for name, value in rates.items()},
                                      max(self._next_first_step - 1, 0))
-        if self.plot:
-            self.curves_path = write_training_curves(self.history, self.log_dir, self.indicators)
         self.end_loggers()
 
     def on_exception(self, error, logs=None):
