@@ -94,7 +94,7 @@ def read_row(run_dir: str):
 # ------------------------------------------------------------------ tables
 def write_tables(rows, out: str, metric: str) -> tuple:
     """Writes ``study.csv`` (every column, numbers as Python writes them, empty for none) and ``study.md`` (the
-    same, rounded, with the runs that reached the target soonest named below) in ``out``; returns their paths."""
+    same, rounded, with the study's answer below: :func:`summary`) in ``out``; returns their paths."""
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow([key for key, _, _ in COLUMNS])
@@ -109,8 +109,8 @@ def write_tables(rows, out: str, metric: str) -> tuple:
 
 
 def summary(rows, metric: str) -> str:
-    """``Soonest to the target: batch 64 (12.3 s of training, epoch 3). Final Acc: 98.9 at batch 16 to 96.1 at
-    batch 512.``: the study's answer, in words."""
+    """The study's answer in words: ``Soonest to the target: batch 64 (global 64: 63.7 s of training, epoch 9).
+    Final Acc: 98.61 at batch 16, 98.89 at batch 32, 98.05 at batch 64.``"""
     reached = [row for row in rows if row["target_time_s"] is not None]
     if reached:
         soonest = min(reached, key=lambda row: row["target_time_s"])
