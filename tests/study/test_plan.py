@@ -112,3 +112,12 @@ def test_the_help_shows_the_usage_and_every_flag(capsys):
     for flag in ("--processes", "--out", "--rule", "--base-batch-size", "--target-metric", "--target-value",
                  "--target-mode", "--stop-at-target", "--script"):
         assert flag in out
+
+
+def test_basetrainer_study_is_this_command(capsys):
+    from basetrainer import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["study", "--batch-sizes", "0"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.startswith("error: basetrainer study: argument --batch-sizes: expects an integer")
