@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from basetrainer import cli
 from basetrainer.errors import ConfigError
 from basetrainer.study import command
 from basetrainer.study.plan import StudyPlan
@@ -115,8 +116,6 @@ def test_the_help_shows_the_usage_and_every_flag(capsys):
 
 
 def test_basetrainer_study_is_this_command(capsys):
-    from basetrainer import cli
-
     with pytest.raises(SystemExit) as stop:
         cli.main(["study", "--batch-sizes", "0"])
     assert stop.value.code == 2
