@@ -45,7 +45,7 @@ class LogHistory(Callback):
       axis as the per-step scalars. The wall-clock figures (see ``_epoch_timing``) are
       what a comparison of runs by time needs (``basetrainer study``); beside them this run's rate so far,
       ``whole_run_samples_per_s`` and ``steady_samples_per_s`` (and ``whole_run_mfu``, ``steady_mfu`` where
-      the step lines have an MFU; see :meth:`_run_rates`). With a ``target`` (config
+      the step lines have an MFU; see ``_run_rates``). With a ``target`` (config
       key), ``"target"`` holds what reaching it recorded (``logs["target"]``, see
       :mod:`basetrainer.engine.target`; None until then). The trackers get the train and test
       values, the lr and, once reached, the target's figures.
