@@ -1,5 +1,6 @@
 """The quick start's pace with 0, 1 and 2 loader workers: samples/s and the share of each step spent waiting
-for data, as its log lines print them, and how long the process takes to exit after its last line.
+for data, as its log lines print them, its rates over the whole run and in steady state (its closing line), and
+how long the process takes to exit after its last line.
 
     python bench/loader_workers.py [--workers 0 1 2] [--epochs 3] [--rounds 2] [--max-exit-seconds S]
 
@@ -21,28 +22,32 @@ import time
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", "example.py")
 STEP_LINE = re.compile(r"epoch (\d+)/\d+ iter \S+ .*samples/s (\d+) data (\d+)%")
+CLOSING_LINE = re.compile(r"samples/s (\d+) over the whole run .*, (\d+) in steady state")
 
 
 def run_once(workers, epochs, folder):
-    """(samples/s, data-wait share, wall seconds, CPU seconds of all its processes, seconds from the last line to
-    the exit) of one run."""
+    """(samples/s, data-wait share, the closing line's whole-run and steady samples/s, wall seconds, CPU seconds of
+    all its processes, seconds from the last line to the exit) of one run."""
     command = [sys.executable, EXAMPLE, f"num_epochs={epochs}", f"num_workers={workers}", "progress=false",
                "log_freq=5", "loggers=[csv]", f"work_dir={os.path.join(folder, f'w{workers}')}"]
     cpu_before = _children_cpu_seconds()
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    rates, waits, last_line = [], [], started
+    rates, waits, closing, last_line = [], [], (float("nan"), float("nan")), started
     for line in process.stdout:
         last_line = time.perf_counter()
         match = STEP_LINE.search(line)
         if match and (int(match.group(1)) > 1 or epochs == 1):
             rates.append(int(match.group(2)))
             waits.append(int(match.group(3)))
+        found = CLOSING_LINE.search(line)
+        if found:
+            closing = tuple(map(int, found.groups()))
     if process.wait() != 0:
         raise SystemExit(f"{' '.join(command)} exited {process.returncode}")
     ended = time.perf_counter()
     cpu = _children_cpu_seconds() - cpu_before
-    return statistics.median(rates), statistics.median(waits), ended - started, cpu, ended - last_line
+    return statistics.median(rates), statistics.median(waits), *closing, ended - started, cpu, ended - last_line
 
 
 def _children_cpu_seconds() -> float:
@@ -64,11 +69,13 @@ def main(argv=None):
             for workers in args.workers:
                 results[workers].append(run_once(workers, args.epochs, folder))
     print(f"cores usable: {len(os.sched_getaffinity(0))}, {args.epochs} epochs, {args.rounds} rounds (medians)")
-    print("| num_workers | samples/s | data wait | wall clock | CPU time, all processes | exit after the last line |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| num_workers | samples/s (step lines) | data wait | samples/s whole run | samples/s steady | wall clock "
+          "| CPU time, all processes | exit after the last line |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for workers, runs in results.items():
-        rate, wait, wall, cpu, exit_lag = (statistics.median(values) for values in zip(*runs))
-        print(f"| {workers} | {rate:.0f} | {wait:.0f}% | {wall:.1f} s | {cpu:.1f} s | {exit_lag:.2f} s |")
+        rate, wait, whole_run, steady, wall, cpu, exit_lag = (statistics.median(values) for values in zip(*runs))
+        print(f"| {workers} | {rate:.0f} | {wait:.0f}% | {whole_run:.0f} | {steady:.0f} | {wall:.1f} s | {cpu:.1f} s "
+              f"| {exit_lag:.2f} s |")
     slowest = max(run[-1] for runs in results.values() for run in runs)
     if args.max_exit_seconds is not None and slowest > args.max_exit_seconds:
         raise SystemExit(f"a run exited {slowest:.1f} s after its last line, more than {args.max_exit_seconds} s")
