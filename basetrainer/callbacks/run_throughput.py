@@ -3,9 +3,9 @@ import time
 
 from ..distributed import comm
 
-#: Training batches of a run left out of its steady-state rate: the first hold compilation (``compile: true``;
-#: at 12 x 768 it took 70 s, so that a run's rate was a tenth of its steps' rate), the first allocations and
-#: the loader workers' start.
+#: How many training batches of a run its steady-state rate leaves out. The first batches hold compilation
+#: (with ``compile`` on, 70 s for a 12 x 768 language model, whose whole-run rate was then a tenth of its
+#: steps' rate), the first allocations and the loader workers' start.
 STEADY_AFTER_BATCHES = 10
 
 

@@ -8,6 +8,7 @@ import csv
 import glob
 import logging
 import os
+import re
 import shutil
 
 import numpy as np
@@ -73,7 +74,7 @@ def train_log(work_dir):
 @pytest.fixture(scope="module")
 def one_process_run(tiny_data, tmp_path_factory):
     work_dir = tmp_path_factory.mktemp("run") / "work"
-    run_example(flags(tiny_data, work_dir), cwd=tmp_path_factory.mktemp("cwd"))
+    run_example(flags(tiny_data, work_dir, "num_workers=auto"), cwd=tmp_path_factory.mktemp("cwd"))
     return work_dir
 
 
@@ -207,6 +208,19 @@ def assert_promised_files(work_dir):
 
 def test_one_epoch_writes_checkpoints_logs_and_config(one_process_run):
     assert_promised_files(one_process_run)
+
+
+def test_the_start_up_line_says_how_many_loader_workers_auto_chose_and_why(one_process_run):
+    start_up = re.search(r"\d+ classes \| (\d+) loader workers per process \(auto: (.*)\)$", train_log(one_process_run),
+                         re.MULTILINE)
+    assert start_up is not None
+    if "on the CPU" in start_up[2]:
+        assert start_up[1] == "0" and start_up[2].endswith("workers would compete with them")
+
+
+def test_the_last_line_is_the_runs_rate_over_the_whole_run(one_process_run):
+    last = train_log(one_process_run).splitlines()[-1]
+    assert re.search(r"trained 32 samples in 0:\d\d:\d\d \| samples/s \d+ over the whole run", last)
 
 
 def test_evaluation_runs_on_test_data(one_process_run):
