@@ -168,7 +168,7 @@ def shut_down_workers(*loaders) -> None:
             iterators.add(kept)
             loader._iterator = None
         for iterator in iterators:
-            iterator._shutdown_workers()  # once per iterator: torch's own end of an iterator, here done now
+            iterator._shutdown_workers()  # what torch does when an iterator is collected, done now
 
 
 @contextlib.contextmanager
