@@ -88,16 +88,23 @@ def tiny():
     return run
 
 
+# The "basetrainer" logger as no run has configured it yet (set_logger stops its propagation to the root logger,
+# where caplog listens).
+_LOGGER = logging.getLogger("basetrainer")
+_PRISTINE_LOGGER = (list(_LOGGER.handlers), _LOGGER.level, _LOGGER.propagate)
+
+
 @pytest.fixture(autouse=True)
 def restore_basetrainer_logger():
-    """Runs in this process configure the process-wide "basetrainer" logger: put it back for the next test."""
-    logger = logging.getLogger("basetrainer")
-    saved = (list(logger.handlers), logger.level, logger.propagate)
+    """Runs in this process configure the process-wide "basetrainer" logger: after each test it is put back as it
+    was before any run, also when a module fixture that trained in this process configured it before the test
+    began (the next file on the same test process would otherwise capture no log records)."""
     yield
-    for handler in logger.handlers:
-        if handler not in saved[0]:
+    handlers, level, propagate = _PRISTINE_LOGGER
+    for handler in _LOGGER.handlers:
+        if handler not in handlers:
             handler.close()
-    logger.handlers[:], logger.level, logger.propagate = saved
+    _LOGGER.handlers[:], _LOGGER.level, _LOGGER.propagate = list(handlers), level, propagate
 
 
 @pytest.fixture(scope="session")
