@@ -26,7 +26,8 @@ EXTRAS = {
     # filelock<3.12, which torch (any filelock) and the other extras accept.
     # hypothesis: the property-based fuzzing of configs, YAML files and command lines (tests/config, tests/e2e).
     # pytest-xdist: the suite runs one test process per core (-n auto), a file's tests in one of them.
-    "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.100", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9",
+    # psutil: the loader-worker tests count the test process's children.
+    "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.100", "psutil>=5.9", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9",
              "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1"],
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})
