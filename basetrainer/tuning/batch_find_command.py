@@ -11,9 +11,8 @@ Prints a table of the sizes tried (fits, peak memory, samples/s), writes it to
 """
 import os
 
-from ..errors import BaseTrainerError, exit_with
 from .batch_size import find_batch_size
-from .command import launch_tool, parse_tool_command, tool_parser
+from .command import ToolCommand
 from .tool_settings import BATCH_FIND_SETTINGS, check_batch_find
 from .reports import format_table, write_csv
 
@@ -30,11 +29,6 @@ COLUMNS = [("batch_size", "batch size", "{}"), ("fits", "fits", "{}"), ("peak_me
            ("samples_per_second", "samples/s", "{:.1f}"), ("note", "note", "{}")]
 
 
-def get_parser(prog=None):
-    """The command line: the task's flags and overrides, and the finder's own (also for the docs)."""
-    return tool_parser(prog, DESCRIPTION, BATCH_FIND_SETTINGS, TITLE, EXAMPLES)
-
-
 def probe(trainer, options: dict, out_dir: str):
     """Runs the finder on ``trainer``; the main process prints the table and the result and writes the CSV."""
     result = find_batch_size(trainer, **options)
@@ -49,11 +43,5 @@ def probe(trainer, options: dict, out_dir: str):
     return result
 
 
-def main(argv=None, prog=None):
-    """Command-line entry point; a ``BaseTrainerError`` is one ``error:`` line and its exit code."""
-    try:
-        cfg, options = parse_tool_command(argv, prog, DESCRIPTION, BATCH_FIND_SETTINGS, TITLE, EXAMPLES)
-        options = check_batch_find(options, "from the command line")
-        launch_tool(cfg, "batch_find", probe, options)
-    except BaseTrainerError as error:
-        exit_with(error)
+COMMAND = ToolCommand("batch_find", DESCRIPTION, BATCH_FIND_SETTINGS, TITLE, EXAMPLES, check_batch_find, probe)
+get_parser, main = COMMAND.get_parser, COMMAND.main

@@ -12,14 +12,45 @@ import copy
 import os
 import shutil
 import sys
+from dataclasses import dataclass
+from typing import Callable, Tuple
 
 from ..config.flags import ArgumentParser, add_setting_flags
 from ..distributed import comm
 from ..distributed.launch import launch
+from ..errors import BaseTrainerError, exit_with
 from ..tasks.classification import ClassificationTrainer, prepare_data
 from ..tasks.classification_config import get_parser as task_parser
 from ..tasks.classification_config import parse_config
 from ..utils.log import set_logger
+
+
+@dataclass(frozen=True)
+class ToolCommand:
+    """One tool's command: ``folder`` under work_dir, its ``--help`` text (``description``, its flags' ``title``,
+    ``examples``: command lines after the program's name), its ``settings`` and ``check`` (the settings' values,
+    checked, a dict), and ``probe(trainer, options, out_dir)``, which every process runs on the built trainer."""
+
+    folder: str
+    description: str
+    settings: object
+    title: str
+    examples: Tuple[str, ...]
+    check: Callable
+    probe: Callable
+
+    def get_parser(self, prog=None):
+        """The command line: the task's flags and overrides, and the tool's own (also for the docs)."""
+        return tool_parser(prog, self.description, self.settings, self.title, self.examples)
+
+    def main(self, argv=None, prog=None):
+        """Command-line entry point; a ``BaseTrainerError`` is one ``error:`` line and its exit code."""
+        try:
+            cfg, options = parse_tool_command(argv, prog, self.description, self.settings, self.title,
+                                              self.examples)
+            launch_tool(cfg, self.folder, self.probe, self.check(options, "from the command line"))
+        except BaseTrainerError as error:
+            exit_with(error)
 
 
 def tool_parser(prog, description: str, settings, title: str, examples=()):

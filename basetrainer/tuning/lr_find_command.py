@@ -10,8 +10,7 @@ the suggestion marked), and prints the suggestion as a ready override, ``lr=<val
 """
 import os
 
-from ..errors import BaseTrainerError, exit_with
-from .command import launch_tool, parse_tool_command, tool_parser
+from .command import ToolCommand
 from .range_test import lr_find
 from .tool_settings import LR_FIND_SETTINGS, check_lr_find
 from .reports import plot_lr_find, write_csv
@@ -24,11 +23,6 @@ DESCRIPTION = ("The learning-rate range test (Smith; fastai's and Lightning's lr
 EXAMPLES = ("--input_size 8 8 --num_steps 50    # the bundled digits",
             "--train_data D/train --net_type resnet18 optim_type=AdamW --min_lr 1e-6 --max_lr 1")
 TITLE = "the range test"
-
-
-def get_parser(prog=None):
-    """The command line: the task's flags and overrides, and the range test's own (also for the docs)."""
-    return tool_parser(prog, DESCRIPTION, LR_FIND_SETTINGS, TITLE, EXAMPLES)
 
 
 def probe(trainer, options: dict, out_dir: str):
@@ -44,11 +38,5 @@ def probe(trainer, options: dict, out_dir: str):
     return result
 
 
-def main(argv=None, prog=None):
-    """Command-line entry point; a ``BaseTrainerError`` is one ``error:`` line and its exit code."""
-    try:
-        cfg, options = parse_tool_command(argv, prog, DESCRIPTION, LR_FIND_SETTINGS, TITLE, EXAMPLES)
-        options = check_lr_find(options, "from the command line")
-        launch_tool(cfg, "lr_find", probe, options)
-    except BaseTrainerError as error:
-        exit_with(error)
+COMMAND = ToolCommand("lr_find", DESCRIPTION, LR_FIND_SETTINGS, TITLE, EXAMPLES, check_lr_find, probe)
+get_parser, main = COMMAND.get_parser, COMMAND.main
