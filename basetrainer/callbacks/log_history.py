@@ -180,7 +180,9 @@ class LogHistory(Callback):
         self._next_first_step = last_step + 1
         record = {"epoch": epoch + 1, "lr": as_float(logs.get("lr")),
                   "train": numbers(logs.get("train", {})), "test": numbers(logs.get("test", {})),
-                  **self._epoch_timing(state), **self._run_rates(state), **({"target": dict(logs["target"])} if "target" in logs else {})}
+                  **self._epoch_timing(state), **self._run_rates(state)}
+        if "target" in logs:
+            record["target"] = dict(logs["target"])
         self.history.append(record)
         if not self._writes():
             return
