@@ -169,7 +169,7 @@ def _stop(processes):
 
 def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_rank, dist_url, backend, timeout,
             start_method, hosted, environ):
-    _die_with_parent()
+    die_with_parent()
     os.environ.clear()  # the launcher's, as it was at launch (the server started at the first one)
     os.environ.update(environ)
     multiprocessing.set_start_method(start_method, force=True)
@@ -262,8 +262,9 @@ def _drain(queue):
     return items
 
 
-def _die_with_parent():
-    # If the launcher is killed outright, its workers must not live on holding GPUs and ports.
+def die_with_parent():
+    """On Linux, has the kernel kill this process when its parent dies (``PR_SET_PDEATHSIG``): a launcher, or a
+    study, killed outright must not leave its workers or runs holding GPUs and ports."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -1,12 +1,13 @@
 """One run of a study, in a Python process of its own: running out of memory, or a crash, ends that run only."""
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 
+from ..distributed.launch import die_with_parent
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what stops a study (runner.py turns SIGTERM into Ctrl-C's error)
 OUTPUT_FILE = "output.log"  # the run's stdout and stderr, in its work_dir
 # What a run that ran out of memory prints: torch's errors on CUDA (and MPS), the allocator's on the CPU.
 OUT_OF_MEMORY = ("OutOfMemoryError", "CUDA out of memory", "DefaultCPUAllocator: can't allocate memory",
@@ -46,9 +47,17 @@ def run_process(command, run_dir: str, env=None) -> Outcome:
     output = os.path.join(run_dir, OUTPUT_FILE)
     started = time.perf_counter()
     with open(output, "w", encoding="utf-8") as stream:
-        process = subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, env=env,
-                                   preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        # A stop signal is held while the process starts: its handler's KeyboardInterrupt, raised inside the
+        # fork's hooks (a preexec_fn runs them), would be printed and dropped, and the run would go on.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
+            process = subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, env=env,
+                                       preexec_fn=lambda: _start_child(held))
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            raise
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a stop that came meanwhile is raised here
             returncode = process.wait()
         except BaseException:
             process.kill()
@@ -76,9 +85,8 @@ def _names_an_exception(line: str) -> bool:
     return ":" in line and " " not in head and head.rsplit(".", 1)[-1].endswith(("Error", "Exception", "Interrupt"))
 
 
-def _die_with_parent():
-    # A study killed outright must not leave its run training on: the kernel kills it with its parent.
-    try:
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+def _start_child(signal_mask):
+    """In the run's process before it starts: the study's signal mask, and death with the study (a study killed
+    outright must not leave its run training on)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)
+    die_with_parent()
