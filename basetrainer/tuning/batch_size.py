@@ -91,6 +91,9 @@ def find_batch_size(trainer, first_size: int = 2, max_memory: Optional[float] = 
     budget, ceiling = _budget(device, options["max_memory"])
     trials = []
     with TrainerSnapshot(trainer) as snapshot:
+        _trial(trainer, options["first_size"], 1, meter, None)  # one-off costs (thread pools, lazy kernels) first
+        snapshot.restore()
+
         def fits(size):
             trial = _predicted_too_large(size, trials, ceiling) or _trial(trainer, size, options["steps"], meter,
                                                                            budget)

@@ -26,12 +26,12 @@ def test_a_run_after_the_finder_is_bitwise_the_run_without_it():
 
 
 def test_a_small_budget_finds_the_largest_size_within_it():
-    result = find_batch_size(disturbable(width=WIDE, train_size=1024), max_memory=4, steps=1)
+    result = find_batch_size(disturbable(width=WIDE, train_size=1024), max_memory=16, steps=1)
     sizes = {trial.batch_size: trial for trial in result.trials}
     assert 2 <= result.largest < 512 and sizes[result.largest].fits
     assert not sizes[result.largest + 1].fits  # bisected down to the next size
-    assert all(trial.peak_memory_mib <= 4 for trial in result.trials if trial.fits)
-    assert all(trial.peak_memory_mib > 4 for trial in result.trials if not trial.fits)
+    assert all(trial.peak_memory_mib <= 16 for trial in result.trials if trial.fits)
+    assert all(trial.peak_memory_mib > 16 for trial in result.trials if not trial.fits)
 
 
 def test_sizes_are_doubled_from_the_first_then_bisected():
