@@ -20,15 +20,22 @@ EXTRAS = {
     "mlflow": ["mlflow>=2.9"],
     "wandb": ["wandb>=0.19.10"],  # wandb.init(reinit="create_new")
     "hpo": ["optuna>=3.0"],  # basetrainer.hpo.optuna, examples/hpo.py (NNI's trial API: the nni extra)
+    # torchmetrics metrics by name (metrics: [...], MetricsRecorder).
+    "metrics": ["torchmetrics>=1.4"],
+    # The detection task: COCO mean average precision (torchmetrics' MeanAveragePrecision on pycocotools).
+    "detection": ["torchmetrics>=1.4", "pycocotools>=2.0.7"],
+    "timm": ["timm>=1.0"],  # net_type: timm/<name>
+    "ray": ["ray[train]>=2.40"],  # basetrainer.integrations.ray, basetrainer train --ray N
     # The documentation site (docs/): python -m sphinx -W --keep-going -n -b html docs docs/_build/html
-    "docs": ["sphinx>=8.1", "myst-parser>=4", "furo>=2024.8", "sphinx-argparse>=0.5"],
+    "docs": ["sphinx>=8.1", "myst-parser>=4", "furo>=2024.8", "sphinx-argparse>=0.5", "sphinx-copybutton>=0.5"],
     # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni pins
     # filelock<3.12, which torch (any filelock) and the other extras accept.
     # hypothesis: the property-based fuzzing of configs, YAML files and command lines (tests/config, tests/e2e).
     # pytest-xdist: the suite runs one test process per core (-n auto), a file's tests in one of them.
     # psutil: the loader-worker tests count the test process's children.
     "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.100", "psutil>=5.9", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9",
-             "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1"],
+             "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1",
+             "torchmetrics>=1.4", "pycocotools>=2.0.7", "timm>=1.0", "ray[train]>=2.40"],
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})
 

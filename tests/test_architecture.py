@@ -21,7 +21,7 @@ LAYERS = [
     {"checkpoint", "data"},  # checkpoint files and the manager; samplers, loaders, datasets
     {"engine"},  # the loop, its events and state
     {"callbacks", "metric", "loggers", "scheduler", "criterion", "optimizer", "models", "pruning", "export"},
-    {"tasks", "hpo", "tuning", "study", "cli", "__main__"},  # applications
+    {"tasks", "hpo", "tuning", "study", "integrations", "cli", "__main__"},  # applications
 ]
 BUILDING_BLOCKS = LAYERS[5]
 ENGINE_PROTOCOL = {"engine.events", "engine.state"}  # what the building blocks may take from the engine
