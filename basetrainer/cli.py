@@ -20,6 +20,7 @@ against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; 
 sharded checkpoint directory (FSDP), for any model. Without ``--format``, ``--out``'s suffix
 says which (``.pth``, ``.ts``, ``.pt2``; ONNX otherwise).
 """
+import argparse
 import os
 import sys
 
@@ -68,8 +69,18 @@ def get_parser():
                         help="train an image classifier on ImageFolder data (basetrainer train --help)")
     for name, text in TOOLS.items():
         commands.add_parser(name, add_help=False, help=text)
-    export = commands.add_parser("export", help="write a trained classifier as an ONNX, TorchScript or "
-                                                "torch.export file, checked against torch")
+    export = commands.add_parser(
+        "export", help="write a trained classifier as an ONNX, TorchScript or torch.export file, checked against torch",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write a classifier that basetrainer train saved as an ONNX, TorchScript or torch.export file,\n"
+                    "run it on an example batch of another size and compare its outputs with torch's: the check\n"
+                    "line says how close they are, and the exit code is 1 when they differ. With an --out ending in\n"
+                    ".pth (--format pth) it writes the training weights as one plain state_dict instead, for any model\n"
+                    "and also from a sharded checkpoint directory (FSDP), without a check.",
+        epilog="examples:\n"
+               "  %(prog)s work_dirs/classification/model/last.pth --out model.onnx\n"
+               "  %(prog)s work_dirs/classification/model/model_final.pth --out model.ts --batch 4\n"
+               "  %(prog)s work_dirs/classification/model/last --out weights.pth    # a sharded checkpoint")
     export.add_argument("checkpoint", help="a model file of a run: last.pth, best_model_*.pth or model_final.pth, "
                                            "or a sharded checkpoint directory (model/last)")
     export.add_argument("--format", choices=(*EXPORT_FORMATS, WEIGHTS_FORMAT), default=None,
@@ -78,8 +89,17 @@ def get_parser():
     export.add_argument("--out", required=True, help="the file to write, e.g. model.onnx, model.ts, model.pt2, "
                                                      "weights.pth")
     add_setting_flags(export, EXPORT_SETTINGS, checked=True)
-    predict = commands.add_parser("predict", help="a trained classifier's top classes for every image of a folder, "
-                                                  "as CSV")
+    predict = commands.add_parser(
+        "predict", help="a trained classifier's top classes for every image of a folder, as CSV",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a classifier that basetrainer train saved on every image of a folder (or of an ImageFolder\n"
+                    "tree), with the input size, normalisation and class names of the run that saved it, and write\n"
+                    "one CSV row per image: its path under --data, then its --topk most likely classes, each with\n"
+                    "its softmax score.",
+        epilog="examples:\n"
+               "  %(prog)s --checkpoint work_dirs/classification/model/model_final.pth --data photos/ --out p.csv\n"
+               "  %(prog)s --checkpoint work_dirs/classification/model/last.pth --data data/digits/val --out p.csv "
+               "--topk 3")
     predict.add_argument("--checkpoint", required=True,
                          help="a model file of a classification run: last.pth, best_model_*.pth or model_final.pth")
     predict.add_argument("--data", required=True, help="a folder of images, or an ImageFolder tree")

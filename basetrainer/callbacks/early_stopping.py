@@ -21,6 +21,15 @@ class EarlyStopping(Callback):
     Its priority puts it after the recorders (which publish the values) and before the
     checkpoints (which save its state), so a resumed run keeps counting where it stopped.
     Every rank reads the same reduced values, so all ranks stop at the same epoch.
+
+    The accuracies of four evaluations, the last two no better than the second, with a patience of 2::
+
+        >>> from basetrainer.callbacks import EarlyStopping
+        >>> stop = EarlyStopping("Acc", patience=2)
+        >>> for epoch, accuracy in enumerate([90.0, 95.0, 94.0, 95.0]):
+        ...     stop.on_evaluation_end({"test": {"Acc": accuracy}, "epoch": epoch})
+        >>> stop.best, stop.stopped_epoch
+        (95.0, 3)
     """
 
     priority = LATE

@@ -8,7 +8,29 @@ from .kinds import Boolean, Invalid, ListOf
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser, but a mistake on the command line is one line on stderr (``error: ...``, naming
-    ``--help``) and exit code 2, like every other refusal, instead of the usage block and the error."""
+    ``--help``) and exit code 2, like every other refusal, instead of the usage block and the error.
+
+    ``%(prog)s`` in the description and the epilog reads as the program's name wherever they are read:
+    in ``--help``, and in the CLI reference, whose sphinx-argparse takes them as written."""
+
+    @property
+    def description(self):
+        return self._with_prog(self._description)
+
+    @description.setter
+    def description(self, text):
+        self._description = text
+
+    @property
+    def epilog(self):
+        return self._with_prog(self._epilog)
+
+    @epilog.setter
+    def epilog(self, text):
+        self._epilog = text
+
+    def _with_prog(self, text):
+        return text.replace("%(prog)s", self.prog) if text else text
 
     def error(self, message):
         print(f"error: {self.prog}: {' '.join(message.split())}; see {self.prog} --help", file=sys.stderr)

@@ -10,6 +10,14 @@ class Config(dict):
     Nested dicts, also those inside lists, become ``Config`` when stored. A missing
     attribute raises AttributeError, so ``getattr(cfg, "key", default)`` works. Keys named
     like dict methods (``items``, ``copy``...) are reached with ``cfg["items"]``.
+
+        >>> from basetrainer.config import Config
+        >>> cfg = Config(lr=0.1, target={"metric": "Acc", "value": 98})
+        >>> cfg.lr, cfg.target.metric, cfg["target"]["value"]
+        (0.1, 'Acc', 98)
+        >>> cfg.num_epochs = 5
+        >>> getattr(cfg, "max_iters", None) is None
+        True
     """
 
     def __init__(self, *args, **kwargs):

@@ -32,19 +32,21 @@ def yaml_reference(schema, groups: dict, header: str) -> str:
 
 def markdown_reference(schema, groups: dict, flags: bool = True) -> str:
     """A Markdown table per group of ``groups`` (group -> title): key (and its flag, with ``flags``), default,
-    what it accepts, unit, help."""
+    what it accepts (and its unit), help. Each table is in a ``settings-table`` container, whose style
+    (docs/_static/basetrainer.css) fits it to the text column, and stacks its rows on a narrow screen."""
     parts = []
     for group, title in groups.items():
         settings = [setting for setting in schema if setting.group == group]
         if not settings:
             continue
-        rows = ["| key | default | accepts | unit | what it does |", "| --- | --- | --- | --- | --- |"]
+        rows = ["| key | default | accepts | what it does |", "| --- | --- | --- | --- |"]
         for setting in settings:
             flag = f" (`--{setting.name}`)" if flags and setting.flag is not None else ""
-            cells = [f"`{setting.name}`{flag}", f"`{yaml_text(setting.default)}`", setting.allowed(), setting.unit,
+            unit = f", in {setting.unit}" if setting.unit else ""
+            cells = [f"`{setting.name}`{flag}", f"`{yaml_text(setting.default)}`", setting.allowed() + unit,
                      setting.help]
             rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-        parts.append(f"### {title}\n\n" + "\n".join(rows) + "\n")
+        parts.append(f"### {title}\n\n:::{{container}} settings-table\n" + "\n".join(rows) + "\n:::\n")
     return "\n".join(parts)
 
 

@@ -60,6 +60,15 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
     ``timeout`` (seconds or a timedelta) bounds every collective: a rank that stops
     responding ends the job after that long. Called from a script's top level, a
     ``BaseTrainerError`` is printed as one line and exits with its code.
+
+    One process in all runs ``main_func`` here and returns what it returns; a script passes
+    ``len(cfg.gpu_id)`` and its config, as ``examples/example.py`` does::
+
+        >>> from basetrainer import launch
+        >>> def main(lr, batch_size):
+        ...     return lr * batch_size / 64
+        >>> launch(main, num_gpus_per_machine=1, args=(0.1, 128))
+        0.2
     """
     caller = inspect.currentframe().f_back
     timeout = timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=float(timeout))

@@ -123,6 +123,26 @@ class Callback(LegacyCallbackAttributes):
     as optional, and ``trainer``, ``model`` and ``is_main_process`` are plain assignable
     attributes (a value a callback assigns wins; unassigned, they come from the trainer;
     see :class:`~basetrainer.engine.legacy.LegacyCallbackAttributes`).
+
+    A callback that ends training once the training loss is below ``threshold``, fired here by hand as the
+    trainer fires it at the end of an epoch::
+
+        >>> from basetrainer import Callback, Event
+        >>> from basetrainer.engine.events import CallbackList
+        >>> class StopBelow(Callback):
+        ...     def __init__(self, threshold):
+        ...         self.threshold = threshold
+        ...     def on_epoch_end(self, epoch, logs=None):
+        ...         if logs["train"]["loss"] < self.threshold:
+        ...             self.trainer.request_stop()
+        >>> class Trainer:  # the one request this callback makes
+        ...     stopped = False
+        ...     def request_stop(self):
+        ...         self.stopped = True
+        >>> trainer = Trainer()
+        >>> CallbackList([StopBelow(0.5)], trainer=trainer).fire(Event.EPOCH_END, 0, {"train": {"loss": 0.3}})
+        >>> trainer.stopped
+        True
     """
 
     priority = NORMAL

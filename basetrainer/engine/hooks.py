@@ -52,6 +52,11 @@ class TrainerHooks:
         raise NotImplementedError("build_callbacks: return a list of callbacks (may be empty)")
 
     def build(self, cfg, **kwargs):
+        """Calls the six hooks with ``cfg`` and ``kwargs``, in the order train loader, test loader, model,
+        criterion, optimizer, callbacks, and fills what the loop reads: ``num_batches`` and the sample counts,
+        the parallel strategy (the model placed and wrapped when the hook did not), the lr scaling, the time to
+        ``target``'s callback and, under ``amp: fp16``, the gradient scaler. Call it once, at the end of your
+        ``__init__``; a refusal (a ConfigError or DataError) comes from here, before training starts."""
         self.train_loader = self.build_train_loader(cfg, **kwargs)
         self.test_loader = self.build_test_loader(cfg, **kwargs)
         if self.train_loader is not None:

@@ -47,6 +47,16 @@ class RunState:
       during an evaluation, which one the run does first: "batch" (the one before the
       last trained batch's ``on_batch_end``) or "end" (the one after the epoch's batches);
       None otherwise.
+
+    A run of 10 epochs as it stands before training, and where a callback reads it::
+
+        >>> from basetrainer.engine.state import RunState
+        >>> state = RunState(max_epochs=10)
+        >>> state.epoch, state.batch, state.global_step, state.stop_requested
+        (0, 0, 0, False)
+
+    In a callback's ``on_batch_end``: ``self.state.global_step``; after ``trainer.run()``:
+    ``trainer.state.samples_seen``.
     """
 
     max_epochs: int

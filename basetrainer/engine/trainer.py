@@ -1,19 +1,18 @@
 """EngineTrainer: the training loop.
 
-A user subclass fills in six ``build_*`` hooks and calls ``self.build(cfg)``; ``run()``
-then trains. The loop reads top to bottom: ``run`` -> ``train_epoch`` -> ``train_step`` ->
-``optimizer_step``, and ``test_epoch``. Where a user would change behaviour:
+A user subclass fills in six ``build_*`` hooks and calls ``self.build(cfg)``; ``run()`` then trains. The loop
+reads top to bottom: ``run`` -> ``train_epoch`` -> ``train_step`` -> ``optimizer_step``, and ``test_epoch``.
+Where a user would change behaviour:
 
 - a custom forward or loss, or another batch layout: override ``run_step`` (it returns
   ``outputs, losses``; batches reach it already on the device);
 - observing or steering training (metrics, logging, LR, checkpoints): a ``Callback``
   (see :mod:`basetrainer.engine.events` for the events, what callbacks read and may ask).
 
-Around the loop: the run's counters are ``self.state`` (:mod:`.state`), the config keys
-the trainer reads are ``self.options`` (:mod:`.options`), how the model is spread over
-devices is ``self.strategy`` (:mod:`basetrainer.parallel`), and what a checkpoint holds,
-where it goes and which one a run resumes from is ``self.checkpoints``
-(:class:`~basetrainer.checkpoint.manager.CheckpointManager`).
+Around the loop: the run's counters are ``self.state`` (:mod:`.state`), the config keys the trainer reads are
+``self.options`` (:mod:`.options`), how the model is spread over devices is ``self.strategy``
+(:mod:`basetrainer.parallel`), and what a checkpoint holds, where it goes and which one a run resumes from is
+``self.checkpoints`` (:class:`~basetrainer.checkpoint.manager.CheckpointManager`).
 """
 import contextlib
 
@@ -34,6 +33,7 @@ from .hooks import TrainerHooks
 from .legacy import LegacyTrainerAttributes
 from .loss_tally import LossTally
 from .options import LoopOptions
+from .outside_training import OutsideTraining
 from .preemption import Preemption
 from .profiling import Profiler, profile_dir
 from .progress import ProgressBar
@@ -43,17 +43,42 @@ from .state import RunState
 logger = get_logger()
 
 
-class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
+class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTrainerAttributes):
     """The abstract trainer: subclass it and fill in the ``build_*`` hooks.
 
-    ``__init__`` reads the loop options from ``cfg`` and sets ``device``,
-    ``is_main_process``, ``world_size``, ``rank`` and ``local_rank``; ``build(cfg)`` calls
-    the hooks in the order train loader, test loader, model, criterion, optimizer,
-    callbacks, and fills ``num_batches`` (batches per epoch), ``num_samples``/``train_num``
-    and ``test_num``.
-
-    ``resume_settings`` are the config keys whose change makes a resumed run no exact
+    ``__init__`` reads the loop options from ``cfg`` and sets ``device``, ``is_main_process``, ``world_size``,
+    ``rank`` and ``local_rank``; ``build(cfg)`` calls the hooks in the order train loader, test loader, model,
+    criterion, optimizer, callbacks, and fills ``num_batches`` (batches per epoch), ``num_samples``/``train_num``
+    and ``test_num``. ``resume_settings`` are the config keys whose change makes a resumed run no exact
     continuation (it goes on, with a warning naming them); a task adds its own.
+
+    A linear model on random data, two epochs of four batches::
+
+        >>> import torch
+        >>> from torch.utils.data import TensorDataset
+        >>> from basetrainer import EngineTrainer
+        >>> from basetrainer.config import Config
+        >>> class Linear(EngineTrainer):
+        ...     def __init__(self, cfg):
+        ...         super().__init__(cfg)
+        ...         self.build(cfg)
+        ...     def build_train_loader(self, cfg):
+        ...         data = TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,)))
+        ...         return self.build_dataloader(data, batch_size=8)
+        ...     def build_test_loader(self, cfg):
+        ...         return None  # no evaluation
+        ...     def build_model(self, cfg):
+        ...         return torch.nn.Linear(4, 2)
+        ...     def build_criterion(self, cfg):
+        ...         return torch.nn.CrossEntropyLoss()
+        ...     def build_optimizer(self, cfg):
+        ...         return torch.optim.SGD(self.model.parameters(), lr=0.1)
+        ...     def build_callbacks(self, cfg):
+        ...         return []
+        >>> trainer = Linear(Config(num_epochs=2, progress=False))
+        >>> logs = trainer.run()
+        >>> trainer.state.global_step, trainer.num_batches
+        (8, 4)
     """
 
     resume_settings = ("num_epochs", "max_iters", "accumulate_grad_batches", "clip_grad_norm", "amp")
@@ -85,7 +110,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
 
     # ------------------------------------------------------------------ the loop
     def run(self, logs=None):
-        """Trains from the start (or the resumed position) for ``max_epochs`` epochs or ``max_steps`` optimizer
+        """Trains from the start (or the resumed position) for ``num_epochs`` epochs, or ``max_iters`` optimizer
         steps; returns ``logs``. The loaders' worker processes end with it, however it ends (a stop signal too)."""
         logs = {"train": {}, "test": {}, **(logs or {})}
         self.events = CallbackList(self.callbacks + self._builtin_callbacks(), trainer=self)
@@ -123,6 +148,8 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
                 self._stop_for_signal()
 
     def train_epoch(self, epoch, logs):
+        """One epoch's batches, from where the run stands: for each, ``on_batch_begin``, ``train_step``,
+        ``on_train_summary``, then its end (an evaluation when due, ``on_batch_end``, the stop check)."""
         state, events = self.state, self.events
         for batch, inputs in self._epoch_batches(epoch, logs):
             state.batch = batch
@@ -238,31 +265,6 @@ class EngineTrainer(TrainerHooks, TrainerRequests, LegacyTrainerAttributes):
         evaluation.evaluate(evaluation.test_sets(self.test_loader), self.model, self._forward, self.events,
                             self.state, logs, to_device=self.to_device, watchdog=self.watchdog,
                             stop_after=self.preemption.evaluation_check, strategy=self.strategy)
-
-    def evaluate(self, logs=None):
-        """Runs only the evaluation loop with the callbacks; returns ``logs["test"]``. Its loaders' workers end too."""
-        logs = {"train": {}, "test": {}, **(logs or {})}
-        self.events = CallbackList(self.callbacks, trainer=self)
-        with data.workers_shut_down_after(self.test_loader):
-            try:
-                self.test_epoch(logs)
-            except evaluation.EvaluationStopped:
-                self.preemption.interrupt("during an evaluation outside training (nothing to save)")
-        return logs["test"]
-
-    def predict(self, loader):
-        """The model's outputs (``predict_step``) for every sample of ``loader``, in dataset order,
-        gathered to every rank without the duplicates a padding sampler adds."""
-        def step(inputs):
-            with self.autocast():
-                return self.predict_step(self.to_device(inputs))
-
-        return evaluation.predict(loader, self.model, step, self.strategy)
-
-    def predict_step(self, inputs):
-        """The outputs for one batch; override for other batch layouts. By default the model
-        applied to the batch, or to its first item when it is a tuple or list (``(images, targets)``)."""
-        return self.model(inputs[0] if isinstance(inputs, (tuple, list)) else inputs)
 
     # ------------------------------------------------------------------ loop helpers
     def _forward(self, inputs):

@@ -31,6 +31,17 @@ class Logger:
     A logger implements what it takes; the others do nothing. ``state_dict`` /
     ``load_state_dict`` carry what a logger needs to continue after a resume (a
     tracker's run id), in the checkpoint, under its ``name``.
+
+    A logger that prints each epoch's test accuracy (a trainer's ``LogHistory(..., loggers=[...])``
+    calls it)::
+
+        >>> from basetrainer.loggers import Logger
+        >>> class PrintAccuracy(Logger):
+        ...     name = "print"
+        ...     def log_epoch(self, record, step):
+        ...         print(f"epoch {record['epoch']}: {record['test']['Acc']:.1f}%")
+        >>> PrintAccuracy().log_epoch({"epoch": 3, "lr": 0.1, "train": {}, "test": {"Acc": 97.84}}, step=299)
+        epoch 3: 97.8%
     """
 
     name = "logger"

@@ -24,6 +24,19 @@ class HistoryLogger(Logger):
     a fresh run replaces an old history in the same folder; a resumed one keeps the
     epochs it does not run again (a missing file is rebuilt from the checkpoint's
     history), so that the files read as an uninterrupted run's.
+
+    Two epochs, as LogHistory reports them::
+
+        >>> import tempfile
+        >>> from basetrainer.loggers import HistoryLogger
+        >>> history = HistoryLogger(tempfile.mkdtemp())
+        >>> history.start([], resumed=False, step=0)
+        >>> history.log_epoch({"epoch": 1, "lr": 0.1, "train": {"loss": 0.9}, "test": {"Acc": 80.0}}, step=99)
+        >>> history.log_epoch({"epoch": 2, "lr": 0.1, "train": {"loss": 0.4}, "test": {"Acc": 91.5}}, step=199)
+        >>> print(open(history.csv_path).read(), end="")
+        epoch,lr,train_loss,test_Acc
+        1,0.1,0.9,80.0
+        2,0.1,0.4,91.5
     """
 
     name = "csv"

@@ -1,9 +1,13 @@
 """Sphinx extensions of basetrainer's documentation."""
 import importlib
 import inspect
+import re
 from pathlib import Path
 
 from sphinx import addnodes
+from sphinxarg.ext import ArgParseDirective
+
+from basetrainer.config.reference import yaml_text
 
 
 def canonical_name(target: str):
@@ -58,6 +62,22 @@ def include_undocumented_code(app, what, name, obj, skip, options):
     return None
 
 
+def names_with_a_page_of_their_own(app, config):
+    """The classes and functions that docs/reference/api/*.md document (``.. autoclass:: basetrainer...``):
+    what users touch has a page of its own, which is where references to it lead."""
+    pages = Path(app.srcdir, "reference", "api").glob("*.md")
+    app.user_facing_names = {name for page in pages for name in
+                             re.findall(r"^\.\. auto(?:class|function):: (\S+)", page.read_text(encoding="utf-8"),
+                                        re.MULTILINE)}
+
+
+def leave_to_its_own_page(app, what, name, obj, skip, options):
+    """A module's page in the module tree leaves out what has a page of its own (a second description of
+    it would make two targets for one name)."""
+    qualified = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
+    return True if what == "module" and qualified in app.user_facing_names else None
+
+
 def link_source_files_to_modules(app, doctree):
     """A Markdown link to a module's file (``[trainer.py](../basetrainer/engine/trainer.py)``, as
     docs/ARCHITECTURE.md has, readable on GitHub too) links to the module's API page, checked
@@ -73,8 +93,69 @@ def link_source_files_to_modules(app, doctree):
                                                 refexplicit=True, refwarn=True, refdoc=app.env.docname))
 
 
+def follow_names_within_the_package(app, modname, fullname):
+    """The module whose source shows ``modname.fullname``: where it is defined when that is in basetrainer,
+    else ``modname`` itself (a constant that is a dict or a builtin has no source of its own: viewcode
+    listed a ``builtins`` page it could not write)."""
+    try:
+        obj = importlib.import_module(modname)
+        for name in fullname.split("."):
+            obj = getattr(obj, name)
+    except (ImportError, AttributeError):
+        return modname
+    defined_in = getattr(obj, "__module__", None)
+    return defined_in if isinstance(defined_in, str) and defined_in.startswith("basetrainer") else modname
+
+
+def raw_text_as_rst(text: str) -> str:
+    """argparse's raw description or epilog (RawDescriptionHelpFormatter) as reStructuredText: each run of
+    indented lines (the examples) is a literal block, one command per line, after the line that introduces
+    it; the other lines are prose."""
+    lines, indented_before = [], False
+    for line in text.splitlines():
+        indented = line.startswith(" ") and bool(line.strip())
+        if indented and not indented_before:
+            introduction = lines.pop() if lines and lines[-1].strip() else ""
+            lines += [introduction.rstrip(":") + "::" if introduction else "::", ""]
+        elif indented_before and not indented:
+            lines.append("")
+        lines.append(line)
+        indented_before = indented
+    return "\n".join(lines)
+
+
+def yaml_default(default):
+    """A flag's default as the configuration reference writes it (``SGD``, ``null``, ``false``, ``[32, 32]``),
+    not as sphinx-argparse hands it over (``'SGD'``, quoted; None, not shown)."""
+    if isinstance(default, str):
+        unquoted = default[1:-1] if len(default) >= 2 and default[0] == default[-1] == "'" else default
+        return unquoted if unquoted.strip() and unquoted == unquoted.strip() else yaml_text(unquoted)
+    return yaml_text(default)
+
+
+class RawTextArgParseDirective(ArgParseDirective):
+    """sphinx-argparse's ``argparse`` directive, reading the parsers as ``--help`` prints them: examples as
+    code lines, not run together into a paragraph, and defaults in YAML's spelling, ``null`` included
+    (a flag whose help says its own default keeps that)."""
+
+    def _nested_parse_paragraph(self, text):
+        return super()._nested_parse_paragraph(raw_text_as_rst(text))
+
+    def _print_action_groups(self, data, nested_content, markdown_help=False, settings=None, id_prefix=""):
+        for group in data.get("action_groups", []):
+            for entry in group["options"]:
+                if entry["default"] != "==SUPPRESS==" and not (entry["default"] is None and "default" in
+                                                               entry["help"]):
+                    entry["default"] = yaml_default(entry["default"])
+        return super()._print_action_groups(data, nested_content, markdown_help, settings, id_prefix)
+
+
 def setup(app):
     app.connect("doctree-read", link_source_files_to_modules, priority=100)  # before the downloads are collected
     app.connect("missing-reference", resolve_imported_name)
+    app.connect("config-inited", names_with_a_page_of_their_own)  # before autosummary writes the module pages
+    app.connect("autodoc-skip-member", leave_to_its_own_page, priority=400)  # before include_undocumented_code
     app.connect("autodoc-skip-member", include_undocumented_code)
+    app.connect("viewcode-follow-imported", follow_names_within_the_package)
+    app.add_directive("argparse", RawTextArgParseDirective, override=True)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
