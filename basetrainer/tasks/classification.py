@@ -39,9 +39,10 @@ from ..data.loaders import resolve_num_workers
 from ..distributed import comm
 from ..distributed.launch import launch
 from ..engine.trainer import EngineTrainer
-from ..errors import BaseTrainerError, exit_with
+from ..errors import BaseTrainerError, ConfigError, exit_with
 from ..loggers import build_loggers, check_loggers
 from ..metric.accuracy_recorder import AccuracyRecorder
+from ..metric.metrics_recorder import MetricsRecorder
 from ..models.build_models import check_input_size, get_models
 from ..optimizer.build_optimizer import get_optimizer
 from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
@@ -144,6 +145,10 @@ class ClassificationTrainer(EngineTrainer):
         if cfg.prune_bn_l1 > 0:
             losses.append(MultiLossesRecorder(indicators=["cls", "bn_l1"]))
             indicators += ["cls", "bn_l1"]
+        # torchmetrics metrics (the metrics extra): refused here, before training, when the logits cannot feed them
+        metrics = [MetricsRecorder(cfg.metrics, num_classes=cfg.num_classes, target_names=self.classes,
+                                   logger=self.logger)] if cfg.metrics else []
+        indicators += [key for recorder in metrics for key in recorder.metrics]
         history = LogHistory(self.log_dir, log_freq=cfg.log_freq, logger=self.logger, indicators=indicators,
                              is_main_process=self.is_main_process,
                              loggers=build_loggers(cfg.loggers, self.log_dir, cfg, indicators=indicators),
@@ -152,6 +157,7 @@ class ClassificationTrainer(EngineTrainer):
         return [
             AccuracyRecorder(target_names=self.classes, indicator="Acc", log_dir=self.log_dir, logger=self.logger),
             *losses,
+            *metrics,
             get_scheduler(cfg.scheduler, optimizer=self.optimizer, lr_init=cfg.lr, num_epochs=cfg.num_epochs,
                           num_steps=self.num_batches, milestones=cfg.milestones, num_warn_up=cfg.num_warn_up,
                           max_iters=cfg.max_iters),
@@ -236,15 +242,29 @@ def _nothing_trained(trainer, work_dir) -> bool:
 
 
 def train(cfg):
-    """Checks ``cfg`` and that its loggers can start, prepares the data and runs :func:`run` in as many
-    processes as ``cfg`` asks for."""
+    """Checks ``cfg``, that its loggers can start and that the model's logits can feed its ``metrics``, prepares
+    the data and runs :func:`run` in as many processes as ``cfg`` asks for."""
     check_task_config(cfg)
     if _starts_rank_0(cfg):  # the loggers write from rank 0 only
         check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)
+    _check_metrics(cfg)
     launch(run, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
            machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed, args=(cfg,),
            timeout=cfg.dist_timeout)
+
+
+def _check_metrics(cfg) -> None:
+    """Tries each of ``metrics`` on logits of as many classes as ``train_data`` has class folders, so that one they
+    cannot feed (or an argument value it refuses) is refused in one line before any process starts; the trainer
+    tries them again on the classes it reads (a folder without class folders is the data check's to report)."""
+    if cfg.metrics and os.path.isdir(cfg.train_data):
+        num_classes = sum(entry.is_dir() for entry in os.scandir(cfg.train_data))
+        try:
+            if num_classes:
+                MetricsRecorder(cfg.metrics, num_classes=num_classes)
+        except ConfigError as error:
+            raise ConfigError(f"config key 'metrics': {error}") from None
 
 
 def _starts_rank_0(cfg) -> bool:

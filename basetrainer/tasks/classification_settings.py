@@ -6,6 +6,7 @@ from ..config.schema import Schema, Setting
 from ..criterion.criterion import loss_name
 from ..distributed.process_group import check_dist_url
 from ..engine.settings import LOOP_SETTINGS
+from ..metric.metric_specs import MetricList
 from ..models.settings import MODEL_SETTINGS
 from ..optimizer.build_optimizer import optimizer_name
 from ..pruning.pruner import prune_mode_name
@@ -126,6 +127,10 @@ TASK_ONLY = Schema([
     Setting("prune_bn_l1", Number(0), 0.0, "network slimming: add prune_bn_l1 x sum|BatchNorm scale| to the loss "
             "(0: off)", group="pruning"),
     # ---------------------------------------------------------------- other callbacks
+    Setting("metrics", MetricList(), [],
+            "torchmetrics metrics of every evaluation, e.g. [MulticlassAccuracy, {MulticlassF1Score: {average: macro}}, MulticlassAUROC]; num_classes is filled "
+            "in; published under the class name (test/MulticlassF1Score for target), in the log, the history "
+            "and the trackers (needs pip install \"basetrainer[metrics]\")", group="callbacks"),
     Setting("early_stopping_patience", Integer(minimum=0), 0,
             "stop after this many evaluations without a better test accuracy (0: off)", unit="evaluations",
             group="callbacks"),
