@@ -31,7 +31,8 @@ class LossesRecorder(Callback):
         self.test_meter.reset()
 
     def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
-        self.test_meter.update(batch_loss(self, losses), batch_size(inputs))
+        if losses is not None:  # None: a model with no loss in eval mode (a detector); no test loss is published
+            self.test_meter.update(batch_loss(self, losses), batch_size(inputs))
 
     def on_test_end(self, logs=None):
         reduce = phase_reduction(self, "test")

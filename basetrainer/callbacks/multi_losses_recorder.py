@@ -54,7 +54,8 @@ class MultiLossesRecorder(Callback):
             meter.reset()
 
     def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
-        self._record("test", inputs, losses)
+        if losses is not None:  # None: a model with no loss in eval mode (a detector); no test losses are published
+            self._record("test", inputs, losses)
 
     def on_test_end(self, logs=None):
         self._publish(self.test_meters, "test", logs)

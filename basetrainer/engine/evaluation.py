@@ -31,7 +31,8 @@ def evaluate(sets, model, step, events, state, logs: dict, *, to_device, watchdo
     """One evaluation of ``model`` over ``sets`` (see :func:`test_sets`): ``on_test_begin``, the batches,
     ``on_test_end`` for each test set, then ``on_evaluation_end``. ``to_device(inputs)`` moves a batch to
     the device, and ``on_test_summary`` sees it there, as ``on_train_summary`` does; ``step(inputs)``
-    gives its ``(outputs, losses)`` (under autocast); ``stop_after(loader)`` is the rule
+    gives its ``(outputs, losses)`` (under autocast; ``losses`` None for a model that computes none in eval
+    mode, as torchvision's detectors, which return their predictions only); ``stop_after(loader)`` is the rule
     that says after which test batch a stop signal ends the evaluation (see :mod:`.preemption`).
     From the parallel ``strategy``: the weights evaluated (``averaged_weights``: the replicas'
     average where they differ, under local SGD, for the whole evaluation and its events) and how
@@ -83,7 +84,7 @@ def _test_batches(loader, model, to_device, step, events, state, logs, watchdog,
         for batch, inputs in enumerate(data.iterate(loader)):
             inputs = to_device(inputs)
             outputs, losses = step(inputs)
-            state.loss = total_loss(losses)
+            state.loss = None if losses is None else total_loss(losses)  # None: a model with no loss in eval mode
             events.fire(Event.TEST_SUMMARY, inputs, outputs, losses, state.epoch, batch, logs)
             watchdog.beat()
             if stop_after(batch):
@@ -98,7 +99,9 @@ def _test_batches(loader, model, to_device, step, events, state, logs, watchdog,
 def predict(loader, model, step, strategy):
     """``step(inputs)``'s outputs (the trainer's ``predict_step``, on the device, under autocast) for
     every sample of ``loader``, in dataset order, on every rank (CPU tensors; a tuple, list or dict
-    of them when the step returns one); the parallel ``strategy``'s weights and padding, as in evaluation.
+    of them when the step returns one; a list of one dict per sample when the step returns that, as a
+    detector's boxes, scores and labels, of a different length for each image); the parallel
+    ``strategy``'s weights and padding, as in evaluation.
 
     Under several processes each rank predicts its shard and the rows are gathered and
     put back where the sampler's indices say; the duplicates a padding sampler adds land
@@ -132,6 +135,12 @@ def predict(loader, model, step, strategy):
 def _place(gathered, size):
     """One output holding row ``order[i]`` = ``outputs[i]`` for every rank's ``(order, outputs)``."""
     first = gathered[0][1]
+    if _per_sample(first):
+        placed = [None] * size
+        for order, outputs in gathered:
+            for row, sample in zip(order, outputs):
+                placed[row] = sample
+        return placed
     if isinstance(first, torch.Tensor):
         placed = first.new_zeros((size, *first.shape[1:]))
         for order, outputs in gathered:
@@ -143,6 +152,8 @@ def _place(gathered, size):
 
 
 def _rows(outputs) -> int:
+    if _per_sample(outputs):
+        return len(outputs)
     while not isinstance(outputs, torch.Tensor):
         outputs = next(iter(outputs.values())) if isinstance(outputs, dict) else outputs[0]
     return outputs.shape[0]
@@ -150,11 +161,18 @@ def _rows(outputs) -> int:
 
 def _concat(rows):
     first = rows[0]
+    if _per_sample(first):
+        return [sample for row in rows for sample in row]
     if isinstance(first, torch.Tensor):
         return torch.cat(rows)
     if isinstance(first, dict):
         return {key: _concat([row[key] for row in rows]) for key in first}
     return type(first)(_concat([row[i] for row in rows]) for i in range(len(first)))
+
+
+def _per_sample(outputs) -> bool:
+    """A list of dicts: one output per sample (a detector's predictions), not one tensor per output."""
+    return isinstance(outputs, list) and bool(outputs) and isinstance(outputs[0], dict)
 
 
 def _to_cpu(outputs):

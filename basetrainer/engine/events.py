@@ -92,7 +92,9 @@ class Callback(LegacyCallbackAttributes):
     them there, not per batch), samples seen, the last lr, ``logs`` and the stop flag.
     ``self.trainer`` gives the model, optimizer, loaders, device and rank. ``inputs`` are
     the batch moved to the device; ``outputs`` and ``losses`` are what ``run_step``
-    returned (``losses``: a tensor, a list or a dict of tensors). ``logs["train"]`` and
+    returned (``losses``: a tensor, a list or a dict of tensors; in evaluation None from a model that
+    computes no loss in eval mode, as torchvision's detectors, whose ``outputs`` are then their predictions;
+    in training such a model's ``outputs`` may be None). ``logs["train"]`` and
     ``logs["test"]`` hold plain floats averaged over the epoch and over all ranks;
     ``logs["lr"]`` the lr the last step used. ``logs`` is created afresh for every run.
 

@@ -42,10 +42,14 @@ _SEQUENCES = (tuple, list)
 
 
 def batch_size(inputs) -> int:
-    """Number of samples in a batch: the first dimension of its first tensor (0 if none)."""
+    """Number of samples in a batch: the first dimension of its first tensor (0 if none), or the length of
+    its first item when that is a list of tensors (a detector's batch: ``(images, targets)``, two lists, the
+    images possibly of different sizes)."""
     first = inputs[0] if isinstance(inputs, _SEQUENCES) and inputs else inputs
     if isinstance(first, torch.Tensor) and first.ndim:  # the usual (inputs, targets) batch: called every step
         return first.shape[0]
+    if isinstance(first, list) and first and isinstance(first[0], torch.Tensor):
+        return len(first)
     if isinstance(inputs, torch.Tensor):
         return 1
     if isinstance(inputs, dict):
