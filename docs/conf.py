@@ -28,6 +28,7 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "sphinxarg.ext",
+    "sphinx_copybutton",
     "basetrainer_docs",
 ]
 
@@ -38,7 +39,7 @@ templates_path = ["_templates"]
 
 # MyST: heading anchors, so that [text](page.md#a-heading) links are checked too.
 myst_heading_anchors = 3
-myst_enable_extensions = ["colon_fence", "deflist"]
+myst_enable_extensions = ["colon_fence", "deflist", "substitution"]
 
 # The API reference: one page per module, generated from the docstrings.
 autosummary_generate = True
@@ -54,8 +55,24 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 add_module_names = False
 
+# Where the project lives: linked from every page, in the sidebar (_templates/sidebar/project-links.html,
+# with the changelog) and in the footer.
+REPOSITORY = "https://github.com/PanJinquan/Pytorch-Base-Trainer"
+html_context = {"repository": REPOSITORY, "issues": f"{REPOSITORY}/issues"}
+myst_substitutions = {"repository": REPOSITORY}
+
 html_theme = "furo"
 html_title = f"basetrainer {release}"
+html_sidebars = {"**": ["sidebar/brand.html", "sidebar/search.html", "sidebar/scroll-start.html",
+                        "sidebar/navigation.html", "sidebar/project-links.html", "sidebar/scroll-end.html"]}
+html_theme_options = {
+    "footer_icons": [{"name": "Repository", "url": REPOSITORY, "html": "Repository", "class": "footer-link"},
+                     {"name": "Issues", "url": f"{REPOSITORY}/issues", "html": "Issues", "class": "footer-link"}],
+}
+# The copy button copies commands without their prompt ($, >>>, ...) or the output shown after them;
+# a block without prompts is copied whole.
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
 html_static_path = ["_static"]
 html_css_files = ["basetrainer.css"]
 html_show_sourcelink = False
@@ -68,7 +85,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     ("py:.*", (r"(torch|torchvision|numpy|optuna|nni|mlflow|wandb|onnx|onnxruntime|argparse|logging|pathlib|typing"
                r"|collections|contextlib|dataclasses|enum|os|io|threading|concurrent|tqdm|matplotlib|PIL"
-               r"|weakref|types|abc|yaml|importlib)(\..*)?")),
+               r"|weakref|types|abc|yaml|importlib|torchmetrics|timm|ray)(\..*)?")),
     ("py:class", (r"(int|float|str|bool|bytes|dict|list|tuple|set|object|callable|type|None|Path|Any|Optional"
                   r"|Callable|Iterable|Iterator|Sequence|Mapping|Union)")),
     ("py:exc", (r"(ValueError|TypeError|KeyError|RuntimeError|OSError|ImportError|SystemExit|KeyboardInterrupt"
