@@ -5,6 +5,7 @@
     basetrainer --version
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
+    basetrainer train --task detection --num_epochs 8    # an object detector on COCO data (the digit scenes)
     basetrainer lr-find --train_data D/train          # the lr range test: prints a suggested lr=
     basetrainer batch-find --train_data D/train --gpu_id 0   # the largest batch that fits, samples/s per size
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
@@ -12,7 +13,8 @@
     basetrainer export work_dirs/classification/model/last --out weights.pth
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
-``examples/example.py``, with the same flags and config keys; ``lr-find`` and ``batch-find``
+``examples/example.py``, with the same flags and config keys (with ``--task detection``,
+:mod:`basetrainer.tasks.detection`, the pipeline of ``examples/detection.py``); ``lr-find`` and ``batch-find``
 probe its trainer with them (:mod:`basetrainer.tuning`). ``export`` writes a
 classifier that ``train`` saved as an ONNX, TorchScript or torch.export file, checks it
 against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
@@ -28,7 +30,7 @@ from . import __version__
 from .config.flags import ArgumentParser, add_setting_flags
 from .config.kinds import Integer
 from .config.schema import Schema, Setting
-from .errors import BaseTrainerError, CheckpointError, DataError, exit_with
+from .errors import BaseTrainerError, CheckpointError, ConfigError, DataError, exit_with
 from .utils.file_utils import check_writable_file
 
 # basetrainer.export.FORMATS, spelt out so that `basetrainer --help` does not import torch
@@ -57,6 +59,8 @@ TOOLS = {
                   "(basetrainer batch-find --help)",
     "study": "one run per batch size, lr scaled, with the time to a target accuracy (basetrainer study --help)",
 }
+# What ``basetrainer train --task NAME`` runs: each module has main(argv, prog).
+TASKS = {"classification": "basetrainer.tasks.classification", "detection": "basetrainer.tasks.detection"}
 TOOL_MODULES = {"lr-find": "basetrainer.tuning.lr_find_command", "batch-find": "basetrainer.tuning.batch_find_command",
                 "study": "basetrainer.study.command"}
 
@@ -66,7 +70,8 @@ def get_parser():
     parser.add_argument("--version", action="version", version=f"basetrainer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("train", add_help=False,
-                        help="train an image classifier on ImageFolder data (basetrainer train --help)")
+                        help="train an image classifier on ImageFolder data, or with --task detection an object "
+                             "detector on COCO data (basetrainer train [--task detection] --help)")
     for name, text in TOOLS.items():
         commands.add_parser(name, add_help=False, help=text)
     export = commands.add_parser(
@@ -148,13 +153,27 @@ def export(args):
         sys.exit(1)
 
 
+def train_task(arguments):
+    """``(task, the other arguments)``: ``--task NAME`` or ``--task=NAME`` taken out of ``train``'s arguments
+    (classification without it); an unknown task ends the command in one line."""
+    for index, argument in enumerate(arguments):
+        if argument == "--task" or argument.startswith("--task="):
+            task = argument.partition("=")[2] if "=" in argument else (arguments[index + 1:index + 2] or [""])[0]
+            if task not in TASKS:
+                exit_with(ConfigError(f"--task {task!r}: choose one of {', '.join(TASKS)}"))
+            return task, [*arguments[:index], *arguments[index + (1 if "=" in argument else 2):]]
+    return "classification", list(arguments)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "train":
         # The pipeline parses its own flags, so that `train --help` lists them and precedence is exact.
-        from .tasks import classification
+        import importlib
 
-        return classification.main(argv[1:], prog="basetrainer train")
+        task, arguments = train_task(argv[1:])
+        prog = "basetrainer train" + ("" if task == "classification" else f" --task {task}")
+        return importlib.import_module(TASKS[task]).main(arguments, prog=prog)
     if argv and argv[0] in TOOLS:
         import importlib
 

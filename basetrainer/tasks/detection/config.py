@@ -1,0 +1,81 @@
+"""The detection task's command line and config: parsed, and checked before any work starts.
+
+Settings come from, highest first: ``key=value`` overrides, flags typed on the command line, the YAML
+file of ``-c``, and the defaults declared in :mod:`.settings` (``configs/detection.yaml`` is made from
+them). Every value is checked against its declaration, as in the classification task
+(:mod:`basetrainer.tasks.classification_config`): one line naming the key, the value and where it came from.
+"""
+import argparse
+import sys
+
+import torch
+
+from ...config import add_override_arguments
+from ...config.command_line import merged_config
+from ...config.flags import ArgumentParser, add_setting_flags
+from ...config.overrides import overrides_first
+from ...engine.options import LoopOptions
+from ...errors import ConfigError
+from ...scheduler.build_scheduler import schedule_name
+from .settings import DEFAULT_NUM_EPOCHS, GROUPS, TASK_SETTINGS
+
+
+def get_parser(prog=None):
+    """The task's command line: a flag for the keys people type most, every key's default, and ``KEY=VALUE``."""
+    class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+        """Shows the defaults, and the description and the examples as written here."""
+
+    parser = ArgumentParser(
+        prog=prog, formatter_class=HelpFormatter,
+        description="Train an object detector on COCO-format data (a folder of images and an instances.json).\n"
+                    "With no data given, digits on 64x64 canvases are generated in data/digit_scenes and used.",
+        epilog="Any key of configs/detection.yaml can be set as KEY=VALUE, anywhere on the command line.\n"
+               "Precedence: KEY=VALUE, then flags, then the -c YAML file, then the defaults above.\n"
+               "\n"
+               "examples:\n"
+               "  %(prog)s --num_epochs 8\n"
+               "  %(prog)s --train_images D/train2017 --train_annotations D/annotations/instances_train2017.json\n"
+               "  %(prog)s --distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)",
+    )
+    add_setting_flags(parser, TASK_SETTINGS, GROUPS)
+    return add_override_arguments(parser)
+
+
+def parse_config(argv=None, prog=None):
+    """The config for ``argv`` (default ``sys.argv[1:]``), checked."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = get_parser(prog)
+    argv = overrides_first(argv, set(TASK_SETTINGS.names()))
+    cfg, sources = merged_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
+                                 schema=TASK_SETTINGS)
+    if cfg.num_epochs is None and cfg.max_iters is None:
+        cfg.num_epochs = DEFAULT_NUM_EPOCHS
+    check_task_config(cfg, sources)
+    return cfg
+
+
+def check_task_config(cfg, sources=None):
+    """Checks ``cfg`` (a complete detection config) against the declarations and its keys against each other:
+    a one-line ConfigError for the first problem. Files are checked by those who read them, before any work."""
+    given = sources or {}
+
+    def named(*keys):
+        return ", ".join(f"{key} {cfg[key]!r} ({given.get(key) or 'in the config'})" for key in keys)
+
+    TASK_SETTINGS.check(cfg, lambda key: given.get(key) or "in the config", strict=True)
+    if cfg.num_epochs is not None and cfg.max_iters is not None:
+        raise ConfigError(f"{named('num_epochs', 'max_iters')}: a run is one or the other; set num_epochs: null to "
+                          f"train for max_iters")
+    if cfg.machine_rank >= cfg.num_machines:
+        raise ConfigError(f"{named('machine_rank', 'num_machines')}: machine_rank counts from 0 to num_machines - 1")
+    if cfg.scale_jitter[0] > cfg.scale_jitter[1]:
+        raise ConfigError(f"{named('scale_jitter')}: write [low, high] with low <= high")
+    if bool(cfg.test_images) != bool(cfg.test_annotations):
+        raise ConfigError(f"{named('test_images', 'test_annotations')}: give both for an evaluation, or neither")
+    schedule = schedule_name(cfg.scheduler)
+    if schedule == "multi-step" and not cfg.milestones:
+        raise ConfigError(f"{named('scheduler', 'milestones')}: multi-step needs milestones")
+    if schedule == "step" or (schedule == "exp" and cfg.max_iters is not None):
+        raise ConfigError(f"{named('scheduler')}: the detection task sets no step_size; use multi-step with "
+                          f"milestones, or cosine")
+    LoopOptions.from_config(cfg, torch.device("cpu"))  # whatever else the loop checks, checked now

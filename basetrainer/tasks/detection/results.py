@@ -1,0 +1,30 @@
+"""A detector's predictions as a COCO results file: what COCO's evaluation server and pycocotools' ``loadRes`` read."""
+import json
+
+from ...distributed import comm
+from ...utils.file_utils import atomic_write
+
+
+def coco_results(predictions, dataset) -> list:
+    """``[{"image_id", "category_id", "bbox": [x, y, width, height], "score"}]`` for ``predictions`` (one
+    ``{"boxes", "scores", "labels"}`` per image of ``dataset``, a :class:`~.coco.CocoDetection`, in its order):
+    labels become the annotation file's category ids again."""
+    results = []
+    for (image_id, _, _), prediction in zip(dataset.images, predictions):
+        for box, score, label in zip(prediction["boxes"].tolist(), prediction["scores"].tolist(),
+                                     prediction["labels"].tolist()):
+            x1, y1, x2, y2 = box
+            results.append({"image_id": image_id, "category_id": dataset.category_ids[label - 1],
+                            "bbox": [round(x1, 2), round(y1, 2), round(x2 - x1, 2), round(y2 - y1, 2)],
+                            "score": round(score, 5)})
+    return results
+
+
+def write_coco_results(trainer, loader, path) -> int:
+    """Writes the trainer's predictions for every image of ``loader`` (over every rank, in dataset order) to
+    ``path`` from the main process; returns the number of boxes."""
+    results = coco_results(trainer.predict(loader), loader.dataset)
+    if comm.is_main_process():
+        with atomic_write(path) as stream:
+            json.dump(results, stream)
+    return len(results)

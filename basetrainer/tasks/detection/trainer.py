@@ -1,0 +1,209 @@
+"""Object detection on COCO-format data: the pipeline behind ``examples/detection.py`` and
+``basetrainer train --task detection``.
+
+::
+
+    python examples/detection.py                           # digits on 64x64 canvases, generated on first use
+    basetrainer train --task detection --train_images D/images --train_annotations D/instances.json \\
+        --test_images V/images --test_annotations V/instances.json
+    basetrainer train --task detection --distributed --gpu_id 0 1   # 2 processes (2 GPUs, or 2 CPU processes)
+
+A run writes to ``work_dir`` what the classification task's does (``config.yaml``, ``model/``,
+``log/``), with the test mAP in the log, the history and the trackers, the best models chosen by
+mAP, and ``log/predictions.json``: the final model's boxes on the test images as a COCO results file.
+
+:class:`DetectionTrainer` fills in the ``EngineTrainer`` hooks. What a detector asks of the engine is
+the engine's own, documented there: batches that are two lists (images, and target dicts with a
+different number of boxes each; ``batch_size`` counts the images), a model that returns a dict of
+losses in train mode (each recorded by name; their sum is what backward sees) and a list of
+predictions in eval mode with no loss (``run_step`` returns ``losses=None`` then), and ``predict``
+giving one prediction dict per image in dataset order.
+"""
+import os
+import shutil
+
+from ... import __version__
+from ...callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
+from ...config import save_config
+from ...data.loaders import resolve_num_workers
+from ...distributed import comm
+from ...distributed.launch import launch
+from ...engine.trainer import EngineTrainer
+from ...errors import BaseTrainerError, ConfigError, DataError, exit_with
+from ...loggers import build_loggers, check_loggers
+from ...optimizer.build_optimizer import get_optimizer
+from ...scheduler.build_scheduler import get_scheduler
+from ...utils.file_utils import create_dir
+from ...utils.log import set_logger
+from .coco import CocoDetection, collate_detection
+from .config import check_task_config, parse_config
+from .mean_ap import MeanAPRecorder
+from .models import get_detector, loss_names
+from .results import write_coco_results
+from .scenes import write_digit_scenes
+from .settings import DATA_ROOT, DEFAULT_TEST_ANNOTATIONS, DEFAULT_TRAIN_ANNOTATIONS
+from .transforms import build_transform
+
+INDICATOR = "map"  # what the best models and early stopping are chosen by: COCO mAP at IoU 0.5 to 0.95
+
+
+class DetectionTrainer(EngineTrainer):
+    """Trains a detector on ``cfg.train_images``/``train_annotations`` and evaluates its COCO mAP on
+    ``cfg.test_images``/``test_annotations`` every epoch."""
+
+    resume_settings = (*EngineTrainer.resume_settings, "lr", "batch_size", "optim_type", "momentum", "weight_decay",
+                       "scheduler", "milestones", "num_warn_up", "input_size", "scale_jitter")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.num_workers, self.num_workers_reason = resolve_num_workers(cfg.num_workers, self.device)
+        self.model_dir = os.path.join(cfg.work_dir, "model")
+        self.log_dir = os.path.join(cfg.work_dir, "log")
+        self.logger = set_logger(level="info", logfile=os.path.join(self.log_dir, "train.log"),
+                                 is_main_process=self.is_main_process)
+        self.build(cfg)
+        if self.is_main_process:
+            create_dir(self.model_dir)
+            create_dir(self.log_dir)
+            save_config(cfg, os.path.join(cfg.work_dir, "config.yaml"))
+        num_params = sum(p.numel() for p in self.model.parameters())
+        self.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",
+                         __version__, cfg.work_dir, cfg.config_file, self.device, self.world_size)
+        self.logger.info("data: %d train images in %s, %d test images in %s, %d classes | %d loader workers per "
+                         "process (%s)", self.train_num, cfg.train_images, self.test_num, cfg.test_images,
+                         cfg.num_classes, self.num_workers, self.num_workers_reason)
+        length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
+            f" of batches of {cfg.batch_size} ({self.num_batches} per epoch)"
+        self.logger.info("model: %s, %.2fM parameters, input %s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
+                         "x".join(map(str, cfg.input_size)), cfg.optim_type, cfg.lr, length)
+
+    # ------------------------------------------------------------------ data
+    def build_train_loader(self, cfg, **kwargs):
+        dataset = CocoDetection(cfg.train_images, cfg.train_annotations, transform=build_transform(cfg, train=True),
+                                on_bad_image=cfg.on_bad_image, name="train_annotations")
+        if cfg.num_classes is not None and cfg.num_classes != dataset.num_classes:
+            raise ConfigError(f"num_classes {cfg.num_classes} does not match the {dataset.num_classes} categories of "
+                              f"{cfg.train_annotations}; set num_classes: null to read it from the data")
+        self.classes = dataset.categories
+        cfg.num_classes, cfg.classes = dataset.num_classes, list(dataset.categories)
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
+                                     distributed=cfg.distributed, collate_fn=collate_detection)
+
+    def build_test_loader(self, cfg, **kwargs):
+        if not cfg.test_images:
+            return None
+        dataset = CocoDetection(cfg.test_images, cfg.test_annotations, transform=build_transform(cfg, train=False),
+                                on_bad_image=cfg.on_bad_image, name="test_annotations")
+        train = self.train_loader.dataset
+        if (dataset.category_ids, dataset.categories) != (train.category_ids, train.categories):
+            raise DataError(f"{cfg.train_annotations} and {cfg.test_annotations} must list the same categories (ids "
+                            f"and names): {len(train.categories)} against {len(dataset.categories)}, first "
+                            f"difference at {_first_difference(train, dataset)}")
+        # Sharded without padding: every test image is counted once, whatever the number of processes.
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
+                                     distributed=cfg.distributed, collate_fn=collate_detection)
+
+    # ------------------------------------------------------------------ model
+    def build_model(self, cfg, **kwargs):
+        model = get_detector(cfg.net_type, cfg.num_classes, cfg.input_size, cfg.rgb_mean, cfg.rgb_std,
+                             pretrained=cfg.pretrained)
+        return self.build_model_parallel(model, cfg.gpu_id, distributed=cfg.distributed)
+
+    def build_criterion(self, cfg, **kwargs):
+        return None  # a detector computes its own losses, given the targets
+
+    def build_optimizer(self, cfg, **kwargs):
+        return get_optimizer(self.model, optim_type=cfg.optim_type, lr=cfg.lr, momentum=cfg.momentum,
+                             weight_decay=cfg.weight_decay)
+
+    def build_callbacks(self, cfg, **kwargs):
+        losses = list(loss_names(cfg.net_type))
+        indicators = ["loss", *losses, "map", "map_50"]
+        history = LogHistory(self.log_dir, log_freq=cfg.log_freq, logger=self.logger, indicators=indicators,
+                             is_main_process=self.is_main_process,
+                             loggers=build_loggers(cfg.loggers, self.log_dir, cfg, indicators=indicators),
+                             artifacts=[os.path.join(self.model_dir, "model_final.pth")])
+        return [
+            MeanAPRecorder(self.classes, logger=self.logger) if self.test_loader is not None else None,
+            LossesRecorder(indicator="loss"),
+            MultiLossesRecorder(indicators=losses),
+            get_scheduler(cfg.scheduler, optimizer=self.optimizer, lr_init=cfg.lr, num_epochs=cfg.num_epochs,
+                          num_steps=self.num_batches, milestones=cfg.milestones, num_warn_up=cfg.num_warn_up,
+                          max_iters=cfg.max_iters),
+            EMA(decay=cfg.ema_decay) if cfg.ema_decay > 0 else None,
+            EarlyStopping(INDICATOR, patience=cfg.early_stopping_patience) if cfg.early_stopping_patience > 0 else None,
+            history,
+            ModelCheckpoint(model_dir=self.model_dir, epochs=cfg.num_epochs, indicator=INDICATOR, logger=self.logger,
+                            save_best_k=cfg.save_best_k, every_n_iters=cfg.checkpoint_every_n_iters,
+                            every_n_minutes=cfg.checkpoint_every_n_minutes),
+        ]
+
+    def run_step(self, inputs):
+        """Train mode: ``(None, the model's dict of losses)``; eval mode: ``(its predictions, None)``."""
+        images, targets = inputs
+        if self.model.training:
+            return None, self.model(images, targets)
+        return self.model(images), None
+
+
+def _first_difference(train, test) -> str:
+    pairs = list(zip(train.category_ids, train.categories))
+    others = list(zip(test.category_ids, test.categories))
+    index = next((i for i, (a, b) in enumerate(zip(pairs, others)) if a != b), min(len(pairs), len(others)))
+    return f"category {index + 1}"
+
+
+def prepare_data(cfg):
+    """Generates the digit scenes under data/digit_scenes when a default annotation file is used and missing."""
+    if any(path == default and not os.path.isfile(path) for path, default in
+           ((cfg.train_annotations, DEFAULT_TRAIN_ANNOTATIONS), (cfg.test_annotations, DEFAULT_TEST_ANNOTATIONS))):
+        write_digit_scenes(DATA_ROOT)
+
+
+def run(cfg):
+    """What every process runs: trains, then writes the test set's predictions (``log/predictions.json``). A run
+    that stops before its first optimizer step, in a work_dir it made itself, removes that work_dir."""
+    made_here = not os.path.exists(cfg.work_dir)
+    trainer = None
+    try:
+        trainer = DetectionTrainer(cfg)
+        logs = trainer.run()
+    except BaseException:
+        if made_here and comm.is_main_process() and _nothing_trained(trainer, cfg.work_dir):
+            set_logger(level="info")  # closes train.log before its folder goes
+            shutil.rmtree(cfg.work_dir, ignore_errors=True)
+        raise
+    if trainer.test_loader is not None:
+        path = os.path.join(trainer.log_dir, "predictions.json")
+        count = write_coco_results(trainer, trainer.test_loader, path)
+        trainer.logger.info("wrote %d boxes on the %d test images to %s", count, trainer.test_num, path)
+    return logs
+
+
+def _nothing_trained(trainer, work_dir) -> bool:
+    """No optimizer step taken and no checkpoint written (a stop signal at start-up writes one to resume from)."""
+    model_dir = os.path.join(work_dir, "model")
+    saved = any(files for _, _, files in os.walk(model_dir)) if os.path.isdir(model_dir) else False
+    return not saved and (trainer is None or trainer.state.global_step == 0)
+
+
+def train(cfg):
+    """Checks ``cfg`` and that its loggers can start, prepares the data and runs :func:`run` in as many processes
+    as ``cfg`` asks for."""
+    check_task_config(cfg)
+    if cfg.machine_rank == 0 and os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) == "0":
+        check_loggers(cfg.loggers, cfg)
+    prepare_data(cfg)
+    launch(run, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
+           machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed, args=(cfg,),
+           timeout=cfg.dist_timeout)
+
+
+def main(argv=None, prog=None):
+    """Command-line entry point: parse, train; a ``BaseTrainerError`` becomes one ``error:`` line and its exit code."""
+    try:
+        cfg = parse_config(argv, prog)
+        set_logger(level="info")
+        train(cfg)
+    except BaseTrainerError as error:
+        exit_with(error)
