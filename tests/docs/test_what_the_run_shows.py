@@ -1,0 +1,91 @@
+"""The quick start's log as the documentation shows it (docs/_generated/quickstart/log.txt, copied from a real
+run by docs/_scripts/what_the_run_shows.py) has the shapes of the lines the code prints now.
+
+A line's shape is its text with every number written N. A shown line must have the logger's layout, and its
+message must be a step, epoch or closing line as :mod:`basetrainer.callbacks.log_lines` writes them today, or
+match a message that a ``logger.info``/``logger.warning`` call of the package writes. When this fails, the
+code's lines changed: run ``python docs/_scripts/what_the_run_shows.py`` and commit what it writes.
+"""
+import ast
+import logging
+import re
+from types import SimpleNamespace
+
+from basetrainer.callbacks.log_lines import epoch_line, run_line, step_line
+from basetrainer.utils.log import set_logger
+from support import REPO
+
+SHOWN_LOG = REPO / "docs" / "_generated" / "quickstart" / "log.txt"
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+FORMAT_SPEC = re.compile(r"%(?:\.\d+)?[sdfg]")
+
+
+def shape(text: str) -> str:
+    return NUMBER.sub("N", text)
+
+
+def line_layout() -> str:
+    """The shape of what the basetrainer logger writes before a message, e.g. ``N-N-N N:N:N INFO ``."""
+    [handler] = set_logger(level="info").handlers
+    record = logging.LogRecord("basetrainer", logging.INFO, __file__, 1, "MESSAGE", None, None)
+    return shape(handler.format(record)).removesuffix("MESSAGE")
+
+
+def lines_the_loop_writes() -> dict:
+    """The step, epoch and closing lines of a CPU run of the example, written now by the functions LogHistory
+    uses (the numbers are made up; the fields are those a CPU run has: memory and FLOP/s, no MFU)."""
+    state = SimpleNamespace(max_steps=None, epoch=0, max_epochs=2, batches_per_epoch=22, global_step=20)
+    scalars = {"train/loss_step": 1.5261, "train/lr": 0.02166, "train/samples_per_s": 38.0,
+               "train/data_wait": 0.03, "train/peak_memory_gib": 0.89, "train/flops_per_s": 8.48e9}
+    record = {"epoch": 1, "lr": 0.02389, "train": {"Acc": 52.273, "loss": 1.4304},
+              "test": {"Acc": 10.028, "loss": 106.43}}
+    rates = {"whole_run_samples_per_s": 34.0, "steady_samples_per_s": 30.0}
+    return {"step": shape(step_line(state, 19, scalars, eta=40.0)),
+            "epoch": shape(epoch_line(record, 39.0, max_epochs=2)),
+            "closing": shape(run_line(2816, 84.0, rates, steady_after=10))}
+
+
+def logged_message_patterns() -> list:
+    """A pattern for the first line of each message that a ``.info(...)`` or ``.warning(...)`` call with a literal
+    format writes (formats of fewer than 3 letters of their own, as ``"%s; %s"``, would match anything and are left out)."""
+    patterns = []
+    sources = [path.read_text(encoding="utf-8") for path in (REPO / "basetrainer").rglob("*.py")]
+    for source in (source for source in sources if ".info(" in source or ".warning(" in source):
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("info", "warning") and node.args
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                continue
+            text = node.args[0].value.split("\n")[0]  # a message of several lines is shown by its first
+            pieces = FORMAT_SPEC.split(text)
+            if sum(char.isalpha() for char in "".join(pieces)) < 3:
+                continue
+            specs = FORMAT_SPEC.findall(text)
+            pattern = re.escape(shape(pieces[0]))
+            for spec, piece in zip(specs, pieces[1:]):
+                pattern += (".*" if spec.endswith("s") else "N") + re.escape(shape(piece))
+            patterns.append(re.compile(pattern))
+    return patterns
+
+
+def shown_messages() -> list:
+    """The messages of the shown log's lines (the lines that continue a message, as a report's, aside)."""
+    layout = line_layout()
+    return [shape(line)[len(layout):] for line in SHOWN_LOG.read_text(encoding="utf-8").splitlines()
+            if shape(line).startswith(layout)]
+
+
+def test_the_shown_log_has_a_step_line_an_epoch_line_and_the_closing_line_as_the_code_writes_them_now():
+    messages = shown_messages()
+    for kind, line in lines_the_loop_writes().items():
+        assert line in messages, f"no {kind} line of today's shape in {SHOWN_LOG.name}: {line}"
+
+
+def test_every_line_of_the_shown_log_is_one_the_code_writes_now():
+    loop_lines = set(lines_the_loop_writes().values())
+    patterns = logged_message_patterns()
+    messages = shown_messages()
+    assert len(messages) >= 8
+    unknown = [message for message in messages
+               if message not in loop_lines and not any(pattern.fullmatch(message) for pattern in patterns)]
+    assert unknown == [], "run python docs/_scripts/what_the_run_shows.py: the code no longer writes these lines"
