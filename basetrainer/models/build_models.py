@@ -1,6 +1,7 @@
-"""Classification models by name: any torchvision classification model, sized for num_classes.
+"""Classification models by name: any torchvision classification model, or any timm model as ``timm/<name>``
+(:mod:`.timm_models`), sized for num_classes.
 
-torchvision is imported inside the functions, so importing basetrainer stays light.
+torchvision and timm are imported inside the functions, so importing basetrainer stays light.
 """
 import difflib
 import numbers
@@ -15,6 +16,8 @@ from torch import nn
 from ..errors import CheckpointError, ConfigError
 from ..utils.file_utils import atomic_write
 from ..utils.log import get_logger
+from .timm_models import PREFIX as TIMM_PREFIX
+from .timm_models import build_timm_model, is_timm_name, timm_data_defaults, timm_model_name
 
 logger = get_logger()
 
@@ -29,6 +32,8 @@ _ALIASES = {
     "swin": "swin_t",
 }
 _WIDTH_MULT_MODELS = ("mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small")
+# What a torchvision network is fed when the config leaves it unset (timm's models say their own).
+TORCHVISION_DATA_DEFAULTS = {"input_size": [32, 32], "rgb_mean": [0.5, 0.5, 0.5], "rgb_std": [0.5, 0.5, 0.5]}
 
 
 def get_models(
@@ -39,9 +44,10 @@ def get_models(
     pretrained: Union[bool, str, os.PathLike, None] = True,
     **kwargs,
 ) -> nn.Module:
-    """The torchvision classification model ``net_type`` with a ``num_classes``-way head.
+    """The torchvision classification model ``net_type`` (or timm's, ``timm/<name>``) with a ``num_classes``-way head.
 
-    ``net_type`` is any name in ``torchvision.models.list_models(module=torchvision.models)``,
+    ``net_type`` is ``timm/`` and any name of ``timm.list_models()`` (random weights, offline; see
+    :mod:`.timm_models`), or any name in ``torchvision.models.list_models(module=torchvision.models)``,
     case-insensitive (also ``mobilenet_v3``, ``efficientnet``, ``convnext``, ``vit``,
     ``regnet``, ``swin`` for their usual member). ``input_size`` (``[w, h]`` or an int)
     sets ViT's ``image_size`` and MaxViT's ``input_size``; other models take any size.
@@ -60,10 +66,13 @@ def get_models(
         kwargs["width_mult"] = width_mult
     kwargs.update(_input_size_kwargs(name, input_size))
 
-    try:
-        model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
-    except (ValueError, AssertionError) as error:  # e.g. MaxViT: an input_size its windows do not divide
-        raise ConfigError(f"{name} cannot be built for input_size {input_size}: {_first_line(error)}") from None
+    if is_timm_name(name):
+        model = build_timm_model(name, num_classes, input_size)
+    else:
+        try:
+            model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+        except (ValueError, AssertionError) as error:  # e.g. MaxViT: an input_size its windows do not divide
+            raise ConfigError(f"{name} cannot be built for input_size {input_size}: {_first_line(error)}") from None
     if pretrained is True:
         _load_pretrained(model, _torchvision_weights_file(name, tv), name)
     elif pretrained:
@@ -71,6 +80,14 @@ def get_models(
             raise ConfigError(f"pretrained={str(pretrained)!r}: no such file; give a weights file, True or False")
         _load_pretrained(model, os.fspath(pretrained), name)
     return model
+
+
+def data_defaults(net_type: str) -> dict:
+    """``input_size`` (``[width, height]``), ``rgb_mean`` and ``rgb_std`` for ``net_type`` when a config leaves
+    them unset: a timm model's own (its pretrained configuration), else ``TORCHVISION_DATA_DEFAULTS``."""
+    if is_timm_name(net_type):
+        return timm_data_defaults(net_type)
+    return {key: list(value) for key, value in TORCHVISION_DATA_DEFAULTS.items()}
 
 
 def check_input_size(model: nn.Module, input_size, net_type: str) -> None:
@@ -104,14 +121,21 @@ def check_model_options(net_type: str, width_mult: float = 1.0, pretrained=False
             raise ConfigError(f"{name} has no width_mult; use width_mult=1.0 or one of: {supported}")
         if pretrained is True:
             raise ConfigError(f"torchvision has {name} weights only for width_mult=1.0; set pretrained=False")
+    if is_timm_name(name) and pretrained is True:
+        raise ConfigError(f"{name} is built offline: pretrained=True would fetch its weights from the Hugging Face "
+                          f"hub; give pretrained=<weights file> (e.g. saved from timm.create_model(..., "
+                          f"pretrained=True)) or pretrained=False")
     _input_size_kwargs(name, input_size)
     return name
 
 
 def model_name(net_type: str) -> str:
-    """The torchvision model ``net_type`` names (any case, ``-`` for ``_``, family aliases); a ConfigError
-    suggesting close names when there is none."""
+    """The torchvision model ``net_type`` names (any case, ``-`` for ``_``, family aliases), or ``timm/<name>`` as
+    timm spells it; a ConfigError suggesting close names when there is none."""
+    if is_timm_name(net_type):
+        return TIMM_PREFIX + timm_model_name(net_type)
     from torchvision import models as tv
+
 
     names = tv.list_models(module=tv)
     key = str(net_type).lower().replace("-", "_")

@@ -9,10 +9,13 @@ from ..config.schema import Schema, Setting
 from .build_models import model_name
 
 MODEL_SETTINGS = Schema([
-    Setting("net_type", Named(model_name, "a torchvision classification model: resnet18, mobilenet_v2, ..."),
-            "resnet18", "the network", group="model", flag={}),
-    Setting("input_size", ListOf(Integer(minimum=1, maximum=4096), length=2, meaning="[width, height]"), [32, 32],
-            "network input width and height", unit="pixels", group="data", flag={"metavar": ("W", "H")}),
+    Setting("net_type", Named(model_name, "a torchvision classification model (resnet18, mobilenet_v2, ...) or "
+                                          "timm/<name>"),
+            "resnet18", "the network (timm/<name>: any model of timm.list_models(), with the timm extra)",
+            group="model", flag={}),
+    Setting("input_size", ListOf(Integer(minimum=1, maximum=4096), length=2, meaning="[width, height]"), None,
+            "network input width and height (null: a timm model's own, else [32, 32])", unit="pixels",
+            nullable=True, group="data", flag={"metavar": ("W", "H")}),
     Setting("width_mult", Number(0, 4, above=True), 1.0, "width multiplier, MobileNets only", group="model",
             flag={}),
     Setting("pretrained", OneOf(Boolean(), Text(non_empty=True, meaning="a path")), False,

@@ -44,12 +44,20 @@ from ..loggers import build_loggers, check_loggers
 from ..metric.accuracy_recorder import AccuracyRecorder
 from ..metric.metrics_recorder import MetricsRecorder
 from ..models.build_models import check_input_size, get_models
+from ..models.timm_models import check_prunable, is_timm_name
 from ..optimizer.build_optimizer import get_optimizer
 from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
 from ..scheduler.build_scheduler import get_scheduler
 from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
-from .classification_config import DEFAULT_TEST_DATA, DEFAULT_TRAIN_DATA, check_task_config, get_parser, parse_config
+from .classification_config import (
+    DEFAULT_TEST_DATA,
+    DEFAULT_TRAIN_DATA,
+    check_task_config,
+    get_parser,
+    parse_config,
+    unset_data_defaults,
+)
 
 __all__ = ["ClassificationTrainer", "build_transform", "get_parser", "parse_config", "prepare_data", "run", "train", "main"]
 
@@ -62,6 +70,9 @@ class ClassificationTrainer(EngineTrainer):
                        "loss_type", "scheduler", "milestones", "num_warn_up")
 
     def __init__(self, cfg):
+        # input_size, rgb_mean, rgb_std left null: the network's own (a timm model's), saved with the config
+        self.data_defaults = unset_data_defaults(cfg)
+        cfg.update(self.data_defaults)
         super().__init__(cfg)
         # Loader workers per process for both loaders: num_workers, or what "auto" means on this device.
         self.num_workers, self.num_workers_reason = resolve_num_workers(cfg.num_workers, self.device)
@@ -83,8 +94,17 @@ class ClassificationTrainer(EngineTrainer):
                          cfg.num_classes, self.num_workers, self.num_workers_reason)
         length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
             f" of batches of {cfg.batch_size} ({self.num_batches} per epoch)"
-        self.logger.info("model: %s, %.2fM parameters, input %s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
-                         "x".join(map(str, cfg.input_size)), cfg.optim_type, cfg.lr, length)
+        self.logger.info("model: %s, %.2fM parameters, input %s%s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
+                         "x".join(map(str, cfg.input_size)), self._data_defaults_said(), cfg.optim_type, cfg.lr,
+                         length)
+
+    def _data_defaults_said(self) -> str:
+        """What the start-up line says of the input size and normalisation a timm model chose (nothing else)."""
+        if not self.data_defaults or not is_timm_name(self.cfg.net_type):
+            return ""
+        cfg = self.cfg
+        return (f", mean {cfg.rgb_mean}, std {cfg.rgb_std} ({', '.join(self.data_defaults)}: "
+                f"{cfg.net_type}'s defaults)")
 
     # ------------------------------------------------------------------ data
     def build_train_loader(self, cfg, **kwargs):
@@ -113,6 +133,8 @@ class ClassificationTrainer(EngineTrainer):
         if cfg.finetune:
             self.load_finetune(model, cfg.finetune, cfg)
         if cfg.use_prune:
+            if is_timm_name(cfg.net_type):
+                check_prunable(model, cfg.net_type)
             # Every rank calls it: rank 0 prunes, the others receive its architecture and weights.
             # The same seed gives the same pruned model again when a run resumes.
             width, height = cfg.input_size
@@ -182,16 +204,17 @@ class ClassificationTrainer(EngineTrainer):
 
 def build_transform(cfg, train):
     """Resize to ``input_size / crop_ratio``, crop ``input_size`` (random for training, centred for
-    testing), optionally flip, then normalise with ``rgb_mean``/``rgb_std``."""
-    width, height = cfg.input_size
-    steps = [transforms.Resize([round(height / cfg.crop_ratio), round(width / cfg.crop_ratio)])]
+    testing), optionally flip, then normalise with ``rgb_mean``/``rgb_std`` (those left null: the network's own)."""
+    cfg = {**cfg, **unset_data_defaults(cfg)}
+    width, height = cfg["input_size"]
+    steps = [transforms.Resize([round(height / cfg["crop_ratio"]), round(width / cfg["crop_ratio"])])]
     if train:
         steps.append(transforms.RandomCrop([height, width]))
-        if cfg.hflip:
+        if cfg.get("hflip"):
             steps.append(transforms.RandomHorizontalFlip())
     else:
         steps.append(transforms.CenterCrop([height, width]))
-    steps += [transforms.ToTensor(), transforms.Normalize(mean=cfg.rgb_mean, std=cfg.rgb_std)]
+    steps += [transforms.ToTensor(), transforms.Normalize(mean=cfg["rgb_mean"], std=cfg["rgb_std"])]
     return transforms.Compose(steps)
 
 

@@ -18,7 +18,7 @@ from ..config.flags import ArgumentParser, add_setting_flags
 from ..config.overrides import overrides_first
 from ..engine.options import LoopOptions
 from ..errors import ConfigError
-from ..models.build_models import check_model_options
+from ..models.build_models import check_model_options, data_defaults
 from ..scheduler.build_scheduler import schedule_name
 from .classification_settings import (
     DEFAULT_NUM_EPOCHS,
@@ -30,9 +30,10 @@ from .classification_settings import (
 )
 
 __all__ = ["DEFAULT_NUM_EPOCHS", "DEFAULT_TEST_DATA", "DEFAULT_TRAIN_DATA", "TRANSFORM_KEYS", "check_task_config",
-           "check_transform", "get_parser", "parse_config"]
+           "check_transform", "get_parser", "parse_config", "unset_data_defaults"]
 
 TRANSFORM_KEYS = ("input_size", "crop_ratio", "rgb_mean", "rgb_std")  # what build_transform reads
+DATA_DEFAULT_KEYS = ("input_size", "rgb_mean", "rgb_std")  # null: what the network says (a timm model's own)
 
 
 def get_parser(prog=None):
@@ -94,7 +95,7 @@ def check_task_config(cfg, sources=None):
                           f"train for max_iters")
     if cfg.machine_rank >= cfg.num_machines:
         raise ConfigError(f"{named('machine_rank', 'num_machines')}: machine_rank counts from 0 to num_machines - 1")
-    check_transform(cfg, source)
+    check_transform({**cfg, **unset_data_defaults(cfg)}, source)
     _check_schedule(cfg, named)
     if cfg.ema_decay > 0 and (cfg.local_sgd or {}).get("period"):
         raise ConfigError(f"{named('ema_decay', 'local_sgd')}: the EMA would average one process's own weights, not "
@@ -104,6 +105,13 @@ def check_task_config(cfg, sources=None):
     except ConfigError as error:
         raise ConfigError(f"{error} (given {named('net_type', 'width_mult', 'input_size')})") from None
     LoopOptions.from_config(cfg, torch.device("cpu"))  # whatever else the loop checks, checked now
+
+
+def unset_data_defaults(cfg) -> dict:
+    """The values ``cfg`` leaves unset (null) of ``input_size``, ``rgb_mean`` and ``rgb_std``: those its
+    ``net_type`` says (:func:`~basetrainer.models.build_models.data_defaults`)."""
+    unset = [key for key in DATA_DEFAULT_KEYS if cfg.get(key) is None]
+    return {key: data_defaults(cfg.get("net_type"))[key] for key in unset} if unset else {}
 
 
 def check_transform(cfg, source) -> None:

@@ -58,10 +58,12 @@ TASK_ONLY = Schema([
             "images are resized to input_size / crop_ratio, then cropped to input_size (at random for training, "
             "in the centre for testing)", group="data"),
     Setting("hflip", Boolean(), False, "random horizontal flips for training", group="data"),
-    Setting("rgb_mean", ListOf(Number(0, 1), length=3), [0.5, 0.5, 0.5],
-            "normalisation per channel: (pixel / 255 - rgb_mean) / rgb_std", group="data"),
-    Setting("rgb_std", ListOf(Number(0, 10, above=True), length=3), [0.5, 0.5, 0.5],
-            "normalisation per channel (ImageNet's: [0.229, 0.224, 0.225])", group="data"),
+    Setting("rgb_mean", ListOf(Number(0, 1), length=3), None,
+            "normalisation per channel: (pixel / 255 - rgb_mean) / rgb_std (null: a timm model's own, else "
+            "[0.5, 0.5, 0.5])", nullable=True, group="data"),
+    Setting("rgb_std", ListOf(Number(0, 10, above=True), length=3), None,
+            "normalisation per channel (ImageNet's: [0.229, 0.224, 0.225]; null: a timm model's own, else "
+            "[0.5, 0.5, 0.5])", nullable=True, group="data"),
     Setting("batch_size", Integer(minimum=1), 64, "images per batch and per process", unit="images", group="data",
             flag={}),
     Setting("num_workers", OneOf(Choice("auto"), Integer(minimum=0, maximum=256)), "auto",

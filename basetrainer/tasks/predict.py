@@ -26,7 +26,7 @@ from ..errors import CheckpointError, ConfigError, DataError
 from ..export import model_from_checkpoint
 from ..utils.file_utils import atomic_write
 from .classification import build_transform
-from .classification_config import TRANSFORM_KEYS, check_transform
+from .classification_config import TRANSFORM_KEYS, check_transform, unset_data_defaults
 from .classification_settings import TASK_SETTINGS
 
 
@@ -82,6 +82,7 @@ def _transform_config(saved: dict, checkpoint) -> Config:
     save (an older version) takes its declared default."""
     cfg = Config({key: TASK_SETTINGS[key].default for key in TRANSFORM_KEYS})
     cfg.update(saved)
+    cfg.update(unset_data_defaults(cfg))
     try:
         check_transform(cfg, lambda key: f"in the config saved with {checkpoint}")
         TASK_SETTINGS.check({key: cfg.get(key) for key in ("classes", "num_classes")},
