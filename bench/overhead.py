@@ -36,6 +36,9 @@ It prints, for each variant, the median seconds of the 2,000 steps and its ratio
 
     python bench/overhead.py [--rounds 7] [--log-freq 50] [--no-plot]
     python bench/overhead.py --device cuda [--features 2048 --width 4096 --batch 2048]
+
+``--metrics`` instead times what recording the accuracy, a confusion matrix and a mean loss costs
+per step, by hand (``metric/``) and by torchmetrics (see ``bench/metric_overhead.py``).
 """
 import argparse
 import contextlib
@@ -212,6 +215,8 @@ def parse_args(argv=None):
     parser.add_argument("--features", type=int, default=64, help="the model's inputs")
     parser.add_argument("--width", type=int, default=128, help="the model's hidden layer")
     parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument("--metrics", action="store_true",
+                        help="time the accuracy's recording by hand and by torchmetrics instead (CPU)")
     return parser.parse_args(argv)
 
 
@@ -219,6 +224,10 @@ def main():
     args = parse_args()
     torch.set_num_threads(1)
     logging.getLogger("basetrainer").setLevel(logging.WARNING)
+    if args.metrics:
+        from metric_overhead import metric_costs  # bench/, beside this script
+
+        return metric_costs(args)
     batches = make_batches(args)
     run = VARIANTS if args.device == "cpu" else {name: synchronized(fn) for name, fn in VARIANTS.items()}
     for fn in run.values():  # warm-up: first-call costs (allocator, dispatcher caches, imports)
