@@ -1,0 +1,115 @@
+"""The detection task end to end on 16 generated canvases: the losses by name and COCO mAP on 1 and 2 processes,
+mAP from 2 processes equal to one process's on the same predictions, an exact resume after a kill, the COCO
+results file, and bad inputs refused in one line with nothing left on disk."""
+import json
+import os
+import pathlib
+
+import pytest
+import torch
+
+from basetrainer.tasks.detection.mean_ap import MeanAPRecorder
+from basetrainer.tasks.detection.scenes import write_digit_scenes
+from support.compare import load_result, same_weights
+from support.processes import run_python
+
+WORKER = pathlib.Path(__file__).resolve().parent.parent / "support" / "workers" / "detection_worker.py"
+LOSSES = ("loss", "classification", "bbox_regression", "bbox_ctrness")
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory):
+    return pathlib.Path(write_digit_scenes(tmp_path_factory.mktemp("data") / "scenes",
+                                           split_sizes={"train": 16, "val": 8}))
+
+
+def config(scenes, work_dir, *more):
+    return ["--train_images", scenes / "train" / "images", "--train_annotations", scenes / "train" / "instances.json",
+            "--test_images", scenes / "val" / "images", "--test_annotations", scenes / "val" / "instances.json",
+            "--num_epochs", "1", "--batch_size", "4", "--work_dir", work_dir, "num_workers=0", "progress=false",
+            "loggers=[csv]", "checkpoint_every_n_iters=1", *more]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(scenes, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    run_python([WORKER, "--out", folder / "w.pt", *config(scenes, folder / "work")], check=True)
+    return load_result(folder / "w.pt")
+
+
+@pytest.fixture(scope="module")
+def two_processes(scenes, tmp_path_factory):
+    work_dir = tmp_path_factory.mktemp("two") / "work"
+    result = run_python(["-m", "basetrainer", "train", "--task", "detection", "--distributed", "--gpu_id", "0", "1",
+                         *config(scenes, work_dir)])
+    assert result.returncode == 0, result.stderr[-2000:]
+    return work_dir
+
+
+def history(work_dir):
+    with open(work_dir / "log" / "history.jsonl", encoding="utf-8") as stream:
+        return [json.loads(line) for line in stream]
+
+
+def test_one_process_records_each_loss_by_name_and_the_test_map(uninterrupted):
+    logs = uninterrupted["logs"]
+    assert all(name in logs["train"] for name in LOSSES)
+    assert {"map", "map_50", "map_75", "AP"} <= set(logs["test"]) and 0.0 <= logs["test"]["map"] <= 1.0
+
+
+def test_two_processes_record_each_loss_by_name_and_the_test_map(two_processes):
+    records = history(two_processes)
+    assert [record["epoch"] for record in records] == [1]
+    for record in records:
+        assert all(name in record["train"] for name in LOSSES)
+        assert "map" in record["test"] and "map_50" in record["test"]
+
+
+def test_map_from_two_processes_equals_one_process_on_the_same_predictions(two_processes, scenes):
+    with open(two_processes / "log" / "predictions.json", encoding="utf-8") as stream:
+        results = json.load(stream)
+    with open(scenes / "val" / "instances.json", encoding="utf-8") as stream:
+        coco = json.load(stream)
+    assert results  # boxes to rank
+    labels = {category["id"]: label for label, category in enumerate(coco["categories"], start=1)}
+    predictions, targets = [], []
+    for image in coco["images"]:  # the 8 test images, 4 on each rank during the run
+        boxes = [(r["bbox"], r["score"], labels[r["category_id"]]) for r in results if r["image_id"] == image["id"]]
+        predictions.append({"boxes": torch.tensor([[x, y, x + w, y + h] for (x, y, w, h), _, _ in boxes]).reshape(-1, 4),
+                            "scores": torch.tensor([score for _, score, _ in boxes]),
+                            "labels": torch.tensor([label for _, _, label in boxes], dtype=torch.int64)})
+        truth = [a for a in coco["annotations"] if a["image_id"] == image["id"]]
+        targets.append({"boxes": torch.tensor([[x, y, x + w, y + h] for x, y, w, h in (a["bbox"] for a in truth)],
+                                              dtype=torch.float32).reshape(-1, 4),
+                        "labels": torch.tensor([labels[a["category_id"]] for a in truth])})
+    one_process = MeanAPRecorder([c["name"] for c in coco["categories"]]).compute(predictions, targets)
+    two = history(two_processes)[-1]["test"]
+    assert (one_process["map"], one_process["map_50"]) == (two["map"], two["map_50"])
+
+
+def test_the_predictions_are_a_coco_results_file_for_the_test_images(two_processes, scenes):
+    from pycocotools.coco import COCO
+
+    truth = COCO(str(scenes / "val" / "instances.json"))
+    results = truth.loadRes(str(two_processes / "log" / "predictions.json"))
+    assert set(results.getImgIds()) <= set(truth.getImgIds()) and len(results.getAnnIds()) > 0
+
+
+def test_resume_after_a_kill_ends_bitwise_like_an_uninterrupted_run(scenes, uninterrupted, tmp_path):
+    arguments = config(scenes, tmp_path / "work")
+    killed = run_python([WORKER, "--out", tmp_path / "w.pt", "--kill-at", "0:1", *arguments])
+    assert killed.returncode != 0 and not (tmp_path / "w.pt").exists()
+    run_python([WORKER, "--out", tmp_path / "w.pt", *arguments, "--resume", "auto"], check=True)
+    resumed = load_result(tmp_path / "w.pt")
+    assert same_weights(resumed["weights"], uninterrupted["weights"])
+    assert resumed["logs"] == uninterrupted["logs"]
+
+
+def test_a_class_count_that_does_not_match_the_annotations_is_one_line_and_leaves_nothing(scenes, tmp_path):
+    result = run_python(["-m", "basetrainer", "train", "--task", "detection",
+                         *config(scenes, tmp_path / "work", "num_classes=3")])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: num_classes 3 does not match the 10 categories of {scenes / 'train' / 'instances.json'}; set "
+        f"num_classes: null to read it from the data")
+    assert not os.path.exists(tmp_path / "work")
