@@ -2,6 +2,9 @@
 published by MetricsRecorder as torchmetrics computes them, the same from 2 processes as from one."""
 import csv
 import importlib.util
+import logging
+import os
+import signal
 
 import pytest
 import torch
@@ -9,11 +12,13 @@ from torchmetrics import classification
 
 from basetrainer.callbacks.early_stopping import EarlyStopping
 from basetrainer.callbacks.log_history import LogHistory
-from basetrainer.errors import ConfigError
+from basetrainer.engine.events import Callback
+from basetrainer.errors import ConfigError, TrainingInterrupted
 from basetrainer.loggers.base import flatten
 from basetrainer.metric.metric_specs import build_metric, metric_spec, metric_specs
 from basetrainer.metric.metrics_recorder import MetricsRecorder
 from basetrainer.tasks import classification as task
+from basetrainer.utils.log import get_logger
 from support import WORKERS
 from support.processes import run_python
 from support.toy import ToyTrainer, blobs, toy_cfg
@@ -132,6 +137,26 @@ def test_each_evaluation_starts_afresh():
     recorder = MetricsRecorder(["MulticlassAccuracy"], num_classes=CLASSES)
     trainer = ToyTrainer(toy_cfg(callbacks=[recorder]))
     assert trainer.evaluate() == trainer.evaluate()
+
+
+def test_the_main_process_logs_the_values_once_per_evaluation_and_nothing_of_one_cut_short(tmp_path, monkeypatch):
+    class SignalAtSecondTestBatch(Callback):
+        def on_test_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
+            if batch == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.chdir(tmp_path)  # where the stopped run saves
+    lines, handler = [], logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    get_logger().addHandler(handler)  # conftest's restore_basetrainer_logger puts the logger back after the test
+    get_logger().setLevel(logging.INFO)
+    recorder = MetricsRecorder(["MulticlassAccuracy"], num_classes=CLASSES)
+    with pytest.raises(TrainingInterrupted):
+        ToyTrainer(toy_cfg(num_epochs=1, callbacks=[recorder, SignalAtSecondTestBatch()])).run()
+    assert not any(line.startswith("test MulticlassAccuracy") for line in lines)
+    ToyTrainer(toy_cfg(num_epochs=2, callbacks=[recorder])).run()
+    assert [line.split()[:2] + line.split()[3:] for line in lines if line.startswith("test Multiclass")] == [
+        ["test", "MulticlassAccuracy", "(epoch", "1)"], ["test", "MulticlassAccuracy", "(epoch", "2)"]]
 
 
 def test_a_run_logs_the_metrics_in_the_history_and_stops_early_on_one(tmp_path):
