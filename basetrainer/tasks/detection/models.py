@@ -80,6 +80,13 @@ def get_detector(net_type: str, num_classes: int, input_size, rgb_mean, rgb_std,
     return model
 
 
+def without_background(predictions) -> list:
+    """``predictions`` without boxes of label 0: FCOS and RetinaNet score every output with a sigmoid, the
+    background's too, and an early model may rank a background box (trained, its scores fall below the
+    threshold)."""
+    return [{key: value[prediction["labels"] > 0] for key, value in prediction.items()} for prediction in predictions]
+
+
 def tiny_fcos(num_classes: int, **kwargs) -> nn.Module:
     """FCOS on :class:`TinyBackbone`, one location per cell at strides 4 and 8 (sizes 8 and 16: objects up to
     32 pixels from their centre to a side are assigned to the finer level)."""

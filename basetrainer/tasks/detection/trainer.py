@@ -38,7 +38,7 @@ from ...utils.log import set_logger
 from .coco import CocoDetection, collate_detection
 from .config import check_task_config, parse_config
 from .mean_ap import MeanAPRecorder
-from .models import get_detector, loss_names
+from .models import get_detector, loss_names, without_background
 from .results import write_coco_results
 from .scenes import write_digit_scenes
 from .settings import DATA_ROOT, DEFAULT_TEST_ANNOTATIONS, DEFAULT_TRAIN_ANNOTATIONS
@@ -143,7 +143,11 @@ class DetectionTrainer(EngineTrainer):
         images, targets = inputs
         if self.model.training:
             return None, self.model(images, targets)
-        return self.model(images), None
+        return self.predict_step(inputs), None
+
+    def predict_step(self, inputs):
+        """One ``{"boxes", "scores", "labels"}`` per image of the batch ``(images, targets)``, on the device."""
+        return without_background(self.model(inputs[0]))
 
 
 def _first_difference(train, test) -> str:

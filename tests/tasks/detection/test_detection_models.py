@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from basetrainer.errors import ConfigError
-from basetrainer.tasks.detection.models import get_detector, loss_names
+from basetrainer.tasks.detection.models import get_detector, loss_names, without_background
 
 NORMALISE = {"input_size": [64, 64], "rgb_mean": [0.5] * 3, "rgb_std": [0.5] * 3}
 
@@ -24,7 +24,13 @@ def test_a_detector_returns_its_named_losses_in_train_mode_and_predictions_in_ev
     with torch.no_grad():
         predictions = model.eval()(images)
     assert len(predictions) == 2 and set(predictions[0]) == {"boxes", "scores", "labels"}
-    assert all(int(label) in range(1, 11) for p in predictions for label in p["labels"])
+    assert all(int(label) in range(0, 11) for p in predictions for label in p["labels"])
+
+
+def test_boxes_of_the_background_label_are_left_out_of_predictions():
+    predictions = [{"boxes": torch.ones(3, 4), "scores": torch.tensor([0.75, 0.5, 0.25]), "labels": torch.tensor([0, 4, 0])}]
+    (kept,) = without_background(predictions)
+    assert kept["labels"].tolist() == [4] and kept["scores"].tolist() == [0.5] and kept["boxes"].shape == (1, 4)
 
 
 def test_an_unknown_detector_is_one_line_suggesting_the_closest():
