@@ -1,12 +1,13 @@
-"""``configs/config.yaml`` and ``docs/reference/configuration.md``, written from the declared settings.
+"""``configs/config.yaml``, ``configs/detection.yaml`` and ``docs/reference/configuration.md``, written from the
+declared settings.
 
 ::
 
-    python -m basetrainer.tasks.reference    # from the repository root: rewrites both files
+    python -m basetrainer.tasks.reference    # from the repository root: rewrites the three files
 
 The loop's keys come from :mod:`basetrainer.engine.settings`, the classification task's from
-:mod:`.classification_settings`; a test checks that the files in the repository are what
-this writes.
+:mod:`.classification_settings`, the detection task's from :mod:`.detection.settings`; a test checks that
+the files in the repository are what this writes.
 """
 import os
 
@@ -14,9 +15,32 @@ from ..config.reference import markdown_reference, yaml_reference
 from ..engine.settings import LOOP_SETTINGS
 from ..utils.file_utils import write_text_atomic
 from .classification_settings import CONFIG_YAML_GROUPS, GROUPS, TASK_SETTINGS
+from .detection import settings as detection
 
 CONFIG_YAML = os.path.join("configs", "config.yaml")
 CONFIGURATION_MD = os.path.join("docs", "reference", "configuration.md")
+DETECTION_YAML = os.path.join("configs", "detection.yaml")
+
+DETECTION_YAML_HEADER = """
+Object detection: the settings of examples/detection.py and `basetrainer train --task detection`.
+
+  python examples/detection.py -c configs/detection.yaml [--flag value ...] [key=value ...]
+
+Precedence, highest first: key=value overrides, flags typed on the command line, this
+file, the defaults (the same values as here). These defaults train fcos_tiny on the
+generated digit scenes (data/digit_scenes, written on first use) on a CPU.
+Written by `python -m basetrainer.tasks.reference` from basetrainer/engine/settings.py and
+basetrainer/tasks/detection/settings.py: change a key there, not here.
+"""
+
+DETECTION_INTRO = """
+## Keys of the detection task
+
+`examples/detection.py` and `basetrainer train --task detection` take these, and no others
+(`configs/detection.yaml` holds them at their defaults; the [detection guide](../guides/detection.md)
+says what a run does with them). The loop's keys appear again where the task sets another default.
+
+"""
 
 CONFIG_YAML_HEADER = """
 Image classification: the settings of examples/example.py and `basetrainer train`.
@@ -47,7 +71,7 @@ A run's settings come from, highest first:
 4. the defaults below.
 
 ```bash
-python examples/example.py -c configs/config.yaml --lr 0.01 scheduler=multi-step milestones=[6,9] amp=bf16
+python examples/example.py -c configs/config.yaml --lr 0.01 scheduler=multi-step amp=bf16
 basetrainer train -c configs/config.yaml --train_data /data/train --test_data /data/val
 ```
 
@@ -77,6 +101,20 @@ TASK_INTRO = """
 an error that suggests the closest known one). The loop's keys above appear again where the
 task sets another default. Keys with a flag can also be typed as `--key value`.
 
+### timm backbones
+
+`net_type: timm/<name>` builds any model of `timm.list_models()` (`pip install "basetrainer[timm]"`), with random
+weights, offline, and a `num_classes`-way head: `timm/resnet10t`, `timm/convnext_atto`, `timm/vit_tiny_patch16_224`.
+`pretrained` takes a weights file, such as `timm.create_model(name, pretrained=True).state_dict()` saved with
+`torch.save` (a head of another size keeps its fresh weights); `pretrained: true` is refused, as it would download.
+Left null, `input_size`, `rgb_mean` and `rgb_std` are the model's own, from its `pretrained_cfg` (`timm/resnet10t`:
+176 x 176, ImageNet's mean and std), the start-up line says so, and the run's `config.yaml` holds them; a model
+made for one input size (a ViT's patch grid) is made for the `input_size` given. AMP, `channels_last`, `compile`,
+FSDP (the repeated block, timm's `BasicBlock` or `Block`, is the unit), `activation_checkpointing: [BasicBlock]`,
+`basetrainer export` and `basetrainer predict` work as with torchvision's models; `use_prune` prunes a
+convolutional network and refuses, in one line, one with attention layers. An unknown name is refused before any
+work, naming the closest.
+
 """
 
 
@@ -84,15 +122,21 @@ def config_yaml() -> str:
     return yaml_reference(TASK_SETTINGS, CONFIG_YAML_GROUPS, CONFIG_YAML_HEADER)
 
 
+def detection_yaml() -> str:
+    return yaml_reference(detection.TASK_SETTINGS, detection.CONFIG_YAML_GROUPS, DETECTION_YAML_HEADER)
+
+
 def configuration_md() -> str:
     loop = markdown_reference(LOOP_SETTINGS, {group: title for group, title in GROUPS.items()
                                               if any(s.group == group for s in LOOP_SETTINGS)}, flags=False)
-    return CONFIGURATION_MD_INTRO + loop + TASK_INTRO + markdown_reference(TASK_SETTINGS, GROUPS)
+    return (CONFIGURATION_MD_INTRO + loop + TASK_INTRO + markdown_reference(TASK_SETTINGS, GROUPS)
+            + DETECTION_INTRO + markdown_reference(detection.TASK_SETTINGS, detection.GROUPS))
 
 
 def main(root="."):
-    """Writes both references under ``root`` (the repository)."""
-    for path, text in ((CONFIG_YAML, config_yaml()), (CONFIGURATION_MD, configuration_md())):
+    """Writes the references under ``root`` (the repository)."""
+    for path, text in ((CONFIG_YAML, config_yaml()), (DETECTION_YAML, detection_yaml()),
+                       (CONFIGURATION_MD, configuration_md())):
         write_text_atomic(os.path.join(root, path), text)
         print(f"wrote {path}")
 

@@ -38,7 +38,8 @@ DETECTION_ONLY = Schema([
             "COCO instances.json of the evaluation images, with the same categories", nullable=True, group="data",
             flag={}),
     Setting("input_size", ListOf(Integer(minimum=16, maximum=4096), length=2, meaning="[width, height]"), [64, 64],
-            "images are resized to this for evaluation, and rescaled and cropped to it for training", unit="pixels",
+            "the detector's input: training images are rescaled and cropped to it; the model resizes every image to "
+            "fit it and gives its boxes in the image's own pixels (SSD models take their own size)", unit="pixels",
             group="data", flag={"metavar": ("W", "H")}),
     Setting("scale_jitter", ListOf(Number(0.1, 10), length=2, meaning="[low, high]"), [0.8, 1.25],
             "training: each image is rescaled by a random factor in [low, high], then cropped (or padded) to "
