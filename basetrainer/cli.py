@@ -5,6 +5,7 @@
     basetrainer --version
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
+    basetrainer train -c configs/config.yaml --ray 4 --ray_max_failures 3   # on a Ray cluster (RAY_ADDRESS)
     basetrainer train --task detection --num_epochs 8    # an object detector on COCO data (the digit scenes)
     basetrainer lr-find --train_data D/train          # the lr range test: prints a suggested lr=
     basetrainer batch-find --train_data D/train --gpu_id 0   # the largest batch that fits, samples/s per size
@@ -71,7 +72,8 @@ def get_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("train", add_help=False,
                         help="train an image classifier on ImageFolder data, or with --task detection an object "
-                             "detector on COCO data (basetrainer train [--task detection] --help)")
+                             "detector on COCO data (basetrainer train [--task detection] --help); with --ray N "
+                             "[--ray_max_failures K], in N Ray Train workers")
     for name, text in TOOLS.items():
         commands.add_parser(name, add_help=False, help=text)
     export = commands.add_parser(
@@ -165,6 +167,40 @@ def train_task(arguments):
     return "classification", list(arguments)
 
 
+def ray_arguments(arguments):
+    """``(workers, max_failures, the other arguments)``: ``--ray N`` and ``--ray_max_failures K`` taken out of
+    ``train``'s arguments (0 and 0 without them); a value that is no whole number ends the command in one line."""
+    values, rest, index = {"--ray": 0, "--ray_max_failures": 0}, [], 0
+    while index < len(arguments):
+        name, _, inline = arguments[index].partition("=")
+        if name not in values:
+            rest.append(arguments[index])
+            index += 1
+            continue
+        text = inline if inline else (arguments[index + 1:index + 2] or [""])[0]
+        if not text.isdigit() or (name == "--ray" and int(text) < 1):
+            exit_with(ConfigError(f"{name} {text!r}: give a whole number (--ray: how many workers, 1 or more)"))
+        values[name] = int(text)
+        index += 1 if inline else 2
+    if values["--ray_max_failures"] and not values["--ray"]:
+        exit_with(ConfigError("--ray_max_failures: it says how often Ray restarts a run of --ray N; add --ray N"))
+    return values["--ray"], values["--ray_max_failures"], rest
+
+
+def train_on_ray(task, arguments, prog, workers, max_failures):
+    """``basetrainer train ... --ray N``: the task's config parsed and checked here, then its training in N Ray
+    Train workers (:func:`basetrainer.integrations.ray.train_task`); a refusal is one line and its exit code."""
+    from .integrations import ray as on_ray
+    from .utils.log import set_logger
+
+    try:
+        cfg = task.parse_config(arguments, prog)
+        set_logger(level="info")
+        on_ray.train_task(task, cfg, workers, max_failures)
+    except BaseTrainerError as error:
+        exit_with(error)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "train":
@@ -173,6 +209,9 @@ def main(argv=None):
 
         task, arguments = train_task(argv[1:])
         prog = "basetrainer train" + ("" if task == "classification" else f" --task {task}")
+        ray_workers, max_failures, arguments = ray_arguments(arguments)
+        if ray_workers:
+            return train_on_ray(importlib.import_module(TASKS[task]), arguments, prog, ray_workers, max_failures)
         return importlib.import_module(TASKS[task]).main(arguments, prog=prog)
     if argv and argv[0] in TOOLS:
         import importlib

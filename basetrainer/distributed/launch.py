@@ -2,6 +2,8 @@
 
 ``launch`` decides how this process takes part:
 
+- in a process group made already (Ray Train's workers, :mod:`basetrainer.integrations.ray`): spawn
+  nothing, adopt that group, run ``main_func``;
 - started by torchrun (RANK, WORLD_SIZE, LOCAL_RANK set) or as one of several SLURM tasks:
   spawn nothing, join the group the launcher made, run ``main_func``;
 - ``distributed=False`` or one process in all: run ``main_func`` here;
@@ -42,9 +44,11 @@ from .process_group import (
     init_process_group,
     join_store,
     resolve_dist_url,
+    run_in_adopted_group,
     run_in_existing_group,
     started_by_slurm,
     started_by_torchrun,
+    started_in_a_group,
 )
 
 logger = get_logger()
@@ -83,6 +87,8 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
 
 def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_url, distributed, args, timeout,
             caller):
+    if started_in_a_group():
+        return run_in_adopted_group(main_func, args)
     if started_by_torchrun() or started_by_slurm():
         return run_in_existing_group(main_func, args, dist_url, timeout)
     world_size = num_machines * num_gpus_per_machine

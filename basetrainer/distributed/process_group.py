@@ -1,4 +1,5 @@
-"""Process groups: joining the one torchrun or SLURM made, the rendezvous address, creating and destroying a group."""
+"""Process groups: joining the one torchrun or SLURM made, adopting one another driver made (Ray Train's), the
+rendezvous address, creating and destroying a group."""
 import errno
 import os
 import socket
@@ -17,6 +18,19 @@ def started_by_torchrun() -> bool:
 
 def started_by_slurm() -> bool:
     return int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ and "RANK" not in os.environ
+
+
+def started_in_a_group() -> bool:
+    """Whether this process already belongs to a default process group that someone else made and owns (Ray
+    Train's workers: Ray sets RANK, LOCAL_RANK and WORLD_SIZE and initialises torch.distributed itself)."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def run_in_adopted_group(main_func, args):
+    """Runs ``main_func(*args)`` in the existing default group, as one of its ranks (the local rank from
+    LOCAL_RANK); the group is left as it was, for its owner to destroy."""
+    comm.set_local_rank(int(os.environ.get("LOCAL_RANK", 0)))
+    return main_func(*args)
 
 
 def run_in_existing_group(main_func, args, dist_url, timeout):

@@ -5,6 +5,7 @@ from ..data import loaders as data
 from ..errors import ConfigError, DataError
 from ..parallel import select_strategy, strategy_of
 from . import evaluation
+from .added_callbacks import added_callbacks
 from .lr_scaling import LRScaling
 from .target import time_to_target
 
@@ -81,6 +82,7 @@ class TrainerHooks:
             self.lr_scaling = LRScaling(self.options.lr_scaling, self.optimizer, self.train_loader, self.state)
             self.lr_scaling.apply()  # warm-up start from the scaled rate
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
+        self.callbacks += added_callbacks()  # a driver's, after the trainer's own (Ray Train's reporter)
         if self.options.target is not None:  # among the callbacks, so that its record travels in checkpoints
             set_names = [name for name, _ in evaluation.test_sets(self.test_loader)]
             self.callbacks.append(time_to_target(self.options.target, self.callbacks, set_names, self.options.work_dir))

@@ -1,0 +1,70 @@
+"""basetrainer.integrations.ray on a local Ray cluster of 2 CPUs: the same main(cfg) in 2 Ray Train workers trains
+as launch() with 2 processes does, bitwise, and a worker that kills itself mid-run is restarted by Ray, resumes
+from the last reported checkpoint and ends with the weights of a run never killed.
+
+One cluster and one Ray run for the module (support/workers/ray_main.py, the toy trainer for 3 epochs of 4 steps,
+last.pth at each epoch's end, rank 1 killed after step 6 on the first attempt), and one launch() of the same main
+to compare with. Ray's storage and temporary folders are under the module's tmp_path; the cluster ends with it.
+"""
+import os
+
+import pytest
+import torch
+
+from basetrainer.distributed.launch import launch
+from basetrainer.integrations.ray import fit
+from support import TESTS
+from support.toy import toy_cfg
+from support.workers import ray_main
+
+EPOCHS, KILL_AT_STEP = 3, 6  # 4 steps per epoch: the kill comes in epoch 2, after epoch 1's checkpoint
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """``(Ray's Result, the Ray run's out folder, launch()'s out folder)``."""
+    import ray
+
+    root = tmp_path_factory.mktemp("ray")
+    ray_out, launch_out = root / "ray_out", root / "launch_out"
+    ray_out.mkdir(), launch_out.mkdir()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
+        env.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")  # Ray's controller polls its workers this often
+        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(root / "tmp"))
+        try:
+            result = fit(ray_main.main, toy_cfg(num_epochs=EPOCHS, work_dir=str(root / "ray_run"), out=str(ray_out),
+                                                kill_at_step=KILL_AT_STEP, kill_marker=str(root / "killed")),
+                         num_workers=2, max_failures=1, storage_path=str(root / "storage"))
+        finally:
+            ray.shutdown()
+    launch(ray_main.main, 2, distributed=True,
+           args=(toy_cfg(num_epochs=EPOCHS, work_dir=str(root / "launch_run"), out=str(launch_out)),))
+    return result, ray_out, launch_out
+
+
+def weights(folder, epoch):
+    return torch.load(folder / f"epoch{epoch}.pt", weights_only=True)
+
+
+def same(first, second):
+    return first.keys() == second.keys() and all(torch.equal(first[key], second[key]) for key in first)
+
+
+def test_ray_workers_train_bitwise_as_launch_with_2_processes(runs):
+    result, ray_out, launch_out = runs
+    assert same(weights(ray_out, 1), weights(launch_out, 1))  # epoch 1: the first attempt, before the kill
+
+
+def test_a_killed_worker_is_restarted_resumes_from_the_reported_checkpoint_and_ends_as_a_run_never_killed(runs):
+    result, ray_out, launch_out = runs
+    assert result.error is None
+    assert sorted(path.name for path in ray_out.glob("started_at_*")) == ["started_at_epoch0", "started_at_epoch1"]
+    assert same(weights(ray_out, EPOCHS), weights(launch_out, EPOCHS))
+
+
+def test_ray_holds_the_last_checkpoint_and_metrics_reported(runs):
+    result, _, _ = runs
+    assert (result.metrics["epoch"], result.metrics["step"]) == (EPOCHS, 4 * EPOCHS)
+    with result.checkpoint.as_directory() as folder:
+        assert torch.load(os.path.join(folder, "last.pth"), weights_only=False)["epoch"] == EPOCHS
