@@ -41,7 +41,7 @@ def markdown_reference(schema, groups: dict, flags: bool = True) -> str:
             continue
         rows = ["| key | default | accepts | what it does |", "| --- | --- | --- | --- |"]
         for setting in settings:
-            flag = f" (`--{setting.name}`)" if flags and setting.flag is not None else ""
+            flag = f", flag `--{setting.name}`" if flags and setting.flag is not None else ""
             unit = f", in {setting.unit}" if setting.unit else ""
             cells = [f"`{setting.name}`{flag}", f"`{yaml_text(setting.default)}`", setting.allowed() + unit,
                      setting.help]

@@ -109,14 +109,13 @@ def follow_names_within_the_package(app, modname, fullname):
 
 def raw_text_as_rst(text: str) -> str:
     """argparse's raw description or epilog (RawDescriptionHelpFormatter) as reStructuredText: each run of
-    indented lines (the examples) is a literal block, one command per line, after the line that introduces
+    indented lines (the examples) is a block of shell commands, one per line, after the line that introduces
     it; the other lines are prose."""
     lines, indented_before = [], False
     for line in text.splitlines():
         indented = line.startswith(" ") and bool(line.strip())
         if indented and not indented_before:
-            introduction = lines.pop() if lines and lines[-1].strip() else ""
-            lines += [introduction.rstrip(":") + "::" if introduction else "::", ""]
+            lines += ["", ".. code-block:: bash", ""]
         elif indented_before and not indented:
             lines.append("")
         lines.append(line)
@@ -133,10 +132,16 @@ def yaml_default(default):
     return yaml_text(default)
 
 
+def _says_no_default(entry) -> bool:
+    """Whether an argument whose default is None shows none: a positional one (``COMMAND``), or a flag whose
+    help says what its default is."""
+    return not entry["name"][0].startswith("-") or "default" in entry["help"]
+
+
 class RawTextArgParseDirective(ArgParseDirective):
     """sphinx-argparse's ``argparse`` directive, reading the parsers as ``--help`` prints them: examples as
-    code lines, not run together into a paragraph, and defaults in YAML's spelling, ``null`` included
-    (a flag whose help says its own default keeps that)."""
+    code lines, not run together into a paragraph, and defaults in YAML's spelling, a flag's ``null`` included
+    (one whose help says its own default keeps that)."""
 
     def _nested_parse_paragraph(self, text):
         return super()._nested_parse_paragraph(raw_text_as_rst(text))
@@ -144,8 +149,7 @@ class RawTextArgParseDirective(ArgParseDirective):
     def _print_action_groups(self, data, nested_content, markdown_help=False, settings=None, id_prefix=""):
         for group in data.get("action_groups", []):
             for entry in group["options"]:
-                if entry["default"] != "==SUPPRESS==" and not (entry["default"] is None and "default" in
-                                                               entry["help"]):
+                if entry["default"] != "==SUPPRESS==" and not (entry["default"] is None and _says_no_default(entry)):
                     entry["default"] = yaml_default(entry["default"])
         return super()._print_action_groups(data, nested_content, markdown_help, settings, id_prefix)
 
