@@ -6,8 +6,10 @@ In one launch: the toy trainer (untrained, the same seeded weights on every rank
 :class:`MetricsRecorder` the test sets of ``TEST_SIZES`` (101 samples: shards of 51 and 50 in batches of 16;
 1 sample: rank 1 sees none); and each rank feeds its shard of the 101 to metrics synced by torchmetrics'
 own ``gather_all_tensors``. Rank 0 saves ``{"recorder": {size: logs["test"]}, "torchmetrics": {name:
-value}}`` to OUT_DIR/results.pt.
+value}, "task imports torchmetrics": whether importing the classification task and the metrics, before
+any metric is named, imported torchmetrics (in the launching process)}`` to OUT_DIR/results.pt.
 """
+import importlib
 import os
 import sys
 
@@ -54,8 +56,9 @@ def synced_by_torchmetrics(model) -> dict:
     return values
 
 
-def main(out_dir):
-    results = {"recorder": {size: evaluate(size) for size in TEST_SIZES}}
+def main(out_dir, task_imports_torchmetrics):
+    results = {"recorder": {size: evaluate(size) for size in TEST_SIZES},
+               "task imports torchmetrics": task_imports_torchmetrics}
     trainer = ToyTrainer(toy_cfg(test_size=TEST_SIZES[0]))
     trainer.model.eval()
     results["torchmetrics"] = synced_by_torchmetrics(trainer.model)
@@ -64,4 +67,5 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    launch(main, 2, args=(sys.argv[1],))
+    importlib.import_module("basetrainer.tasks.classification")
+    launch(main, 2, args=(sys.argv[1], "torchmetrics" in sys.modules))
