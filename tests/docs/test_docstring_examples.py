@@ -11,6 +11,7 @@ MODULES_WITH_EXAMPLES = [
     "basetrainer.engine.state",
     "basetrainer.config.mapping",
     "basetrainer.distributed.launch",
+    "basetrainer.callbacks",
     "basetrainer.callbacks.early_stopping",
     "basetrainer.loggers.base",
     "basetrainer.loggers.history",
