@@ -2,8 +2,8 @@
 
 ::
 
-    from basetrainer.integrations import ray as on_ray
-    result = on_ray.fit(main, cfg, num_workers=4, use_gpu=True, max_failures=3)
+    from basetrainer.integrations.ray import fit
+    result = fit(main, cfg, num_workers=4, use_gpu=True, max_failures=3)
 
 or, from the shell, ``basetrainer train -c configs/config.yaml --ray 4``. Ray starts the workers and makes
 their process group; each worker runs ``main(cfg)``, whose ``launch`` adopts that group
