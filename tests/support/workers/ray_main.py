@@ -2,9 +2,8 @@
 
 A toy classifier (:class:`support.toy.ToyTrainer`) with ``last.pth`` at every epoch's end in ``work_dir/model``;
 rank 0 writes the weights after each epoch to ``out/epoch<n>.pt`` (from 1), and at the start of training an empty
-``out/started_at_epoch<n>`` (from 0: where that attempt began). With ``kill_at_step``, the first process of
-the whole job to reach that step kills itself (SIGKILL) after it, and later attempts do not: the first to
-create ``kill_marker`` is the one. It waits a second before it dies, so that Ray's controller, which polls the
+``out/started_at_epoch<n>`` (from 0: where that attempt began). With ``kill_at_step``, rank 1 kills itself
+(SIGKILL) after that step on the first attempt only: the attempt that creates ``kill_marker``. It waits a second before it dies, so that Ray's controller, which polls the
 workers (every 0.2 s in the tests), has the last checkpoint reported: a report is the controller's once it polled.
 """
 import os
