@@ -58,7 +58,8 @@ def check_example(argv):
 
 def check_basetrainer(argv):
     if argv[:1] == ["train"]:
-        return check_example(argv[1:])
+        _, _, arguments = cli.ray_arguments(argv[1:])  # --ray N [--ray_max_failures K]: the command's own
+        return check_example(arguments)
     if argv[:1] and argv[0] in cli.TOOLS:  # lr-find, batch-find, study: each command's own parser
         return importlib.import_module(cli.TOOL_MODULES[argv[0]]).get_parser().parse_args(argv[1:])
     cli.get_parser().parse_args(argv)
