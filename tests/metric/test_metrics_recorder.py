@@ -12,6 +12,7 @@ from torchmetrics import classification
 
 from basetrainer.callbacks.early_stopping import EarlyStopping
 from basetrainer.callbacks.log_history import LogHistory
+from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.engine.events import Callback
 from basetrainer.errors import ConfigError, TrainingInterrupted
 from basetrainer.loggers.base import flatten
@@ -159,17 +160,20 @@ def test_the_main_process_logs_the_values_once_per_evaluation_and_nothing_of_one
         ["test", "MulticlassAccuracy", "(epoch", "1)"], ["test", "MulticlassAccuracy", "(epoch", "2)"]]
 
 
-def test_a_run_logs_the_metrics_in_the_history_and_stops_early_on_one(tmp_path):
+def test_a_run_logs_the_metrics_in_the_history_and_early_stopping_and_the_best_model_read_one(tmp_path):
     recorder = MetricsRecorder(["MulticlassAccuracy", "MulticlassAUROC"], num_classes=CLASSES)
     stopping = EarlyStopping("MulticlassAUROC", patience=100)
     history = LogHistory(tmp_path, indicators=["loss", "MulticlassAccuracy", "MulticlassAUROC"], tensorboard=False,
                          plot=False)
-    ToyTrainer(toy_cfg(num_epochs=2, callbacks=[recorder, stopping, history])).run()
+    best = ModelCheckpoint(model_dir=tmp_path / "model", indicator="MulticlassAUROC", save_best_k=1)
+    ToyTrainer(toy_cfg(num_epochs=3, callbacks=[recorder, stopping, history, best])).run()
     with open(tmp_path / "history.csv", newline="") as stream:
         rows = list(csv.DictReader(stream))
     aurocs = [float(row["test_MulticlassAUROC"]) for row in rows]
-    assert len(aurocs) == 2 and all(0 < value <= 1 for value in aurocs)
+    assert len(aurocs) == 3 and all(0 < value <= 1 for value in aurocs)
     assert stopping.best == max(aurocs)
+    [kept] = (tmp_path / "model").glob("best_model_*.pth")
+    assert torch.load(kept, weights_only=True)["MulticlassAUROC"] == max(aurocs)
 
 
 def test_a_target_naming_a_metric_is_checked_against_what_the_recorder_publishes():
