@@ -67,7 +67,7 @@ def check_prunable(model: nn.Module, net_type: str) -> None:
     one line naming the first attention layer, instead of pruning into a model whose forward fails."""
     for name, module in model.named_modules():
         if hasattr(module, "num_heads") and hasattr(module, "qkv"):
-            raise ConfigError(f"use_prune: {net_type} has attention layers ({name}, a {type(module).__name__} of "
+            raise ConfigError(f"use_prune: {net_type} has attention layers ({name}: {type(module).__name__}, "
                               f"{module.num_heads} heads) whose heads channel pruning cannot keep whole; set "
                               f"use_prune: false, or prune a convolutional network (e.g. timm/resnet10t)")
 
