@@ -20,7 +20,7 @@ import importlib.util
 import inspect
 from dataclasses import dataclass, field
 
-from ..config.kinds import Invalid, Named
+from ..config.kinds import Invalid, Named, shown
 from ..errors import ConfigError, one_line
 
 METRICS_EXTRA = 'pip install "basetrainer[metrics]"'
@@ -80,15 +80,15 @@ def metric_spec(item) -> MetricSpec:
         name, arguments = item, {}
     elif isinstance(item, dict) and len(item) == 1 and isinstance(next(iter(item)), str):
         name, arguments = next(iter(item.items()))
-        arguments = {} if arguments is None else arguments
-        if not isinstance(arguments, dict) or not all(isinstance(key, str) for key in arguments):
-            raise ConfigError(f"metric {name}: its arguments are a mapping of argument names to values, "
-                              f"got {arguments!r}")
     else:
         raise ConfigError(f"a metric is a torchmetrics class name or a mapping of one name to its arguments "
-                          f"({{MulticlassF1Score: {{average: macro}}}}), got {item!r}")
+                          f"({{MulticlassF1Score: {{average: macro}}}}), got {shown(item)}")
     classes = metric_classes()
     name = _known_name(name.strip(), classes)
+    arguments = {} if arguments is None else arguments
+    if not isinstance(arguments, dict) or not all(isinstance(key, str) for key in arguments):
+        raise ConfigError(f"metric {name}: its arguments are a mapping of argument names to values, "
+                          f"got {shown(arguments)}")
     parameters = metric_parameters(classes[name])
     for argument in arguments:
         if argument not in parameters:
@@ -150,16 +150,19 @@ def _known_name(name: str, classes: dict) -> str:
 
 
 class MetricList(Named):
-    """The kind of the ``metrics`` config key: a list of metric items (see :func:`metric_spec`), checked
-    into their canonical form (torchmetrics' spelling of each name). A refusal reads
+    """The kind of the ``metrics`` config key: a list of metric items (see :func:`metric_spec`; one name alone is
+    a list of it), checked into their canonical form (torchmetrics' spelling of each name). A refusal reads
     ``config key 'metrics': item 1: unknown torchmetrics metric 'F1'; did you mean ...``."""
 
     def __init__(self):
-        super().__init__(metric_spec, "a list of torchmetrics metrics, each a class name or {name: {argument: value}}")
+        super().__init__(metric_spec, "a list of torchmetrics metrics, each a class name or {name: {argument: "
+                                      "value}} (one name alone: a list of it)")
 
     def check(self, value):
+        if isinstance(value, str):
+            value = [value]  # metrics=MulticlassAccuracy on a command line
         if not isinstance(value, (list, tuple)):
-            raise Invalid(f"expected a list of torchmetrics metrics, got {type(value).__name__} {value!r}")
+            raise Invalid(f"expected a list of torchmetrics metrics, got {shown(value)}")
         specs = []
         for index, item in enumerate(value):
             try:

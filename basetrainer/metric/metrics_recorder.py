@@ -15,7 +15,7 @@ from .metric_specs import build_metric, metric_parameters, metric_specs, torchme
 class MetricsRecorder(Callback):
     """Publishes torchmetrics metrics of each evaluation in ``logs["test"]``, for any trainer.
 
-    ``metrics`` is a list whose items are torchmetrics ``Metric`` objects, class names, or
+    ``metrics`` is a list (or one name) whose items are torchmetrics ``Metric`` objects, class names, or
     ``{name: {argument: value}}`` (read by :mod:`.metric_specs`: a name that is no metric, or an argument
     the metric does not take or refuses, is a one-line ConfigError); each metric's values go under its
     class name (``MulticlassF1Score``), as torchmetrics' ``MetricCollection`` names them. A dict of
@@ -108,8 +108,8 @@ class MetricsRecorder(Callback):
         values = {}
         for key, metric in self.metrics.items():
             metric.distributed_available_fn = _sharded if reduce else _one_shard
-            with warnings.catch_warnings():  # a rank without a batch: torchmetrics warns of compute before update
-                warnings.simplefilter("ignore", UserWarning)
+            with warnings.catch_warnings():  # a rank that saw no batch computes the gathered states all the same
+                warnings.filterwarnings("ignore", message="The ``compute`` method of metric .* was called before")
                 values.update(publishable(key, metric.compute(), self.target_names))
         self._published.update({key: [name for name in _names(values) if name == key or name.startswith(key + "/")]
                                 for key in self.metrics})
@@ -123,6 +123,7 @@ class MetricsRecorder(Callback):
     def _build(self, metrics) -> dict:
         """The metrics by the key they publish under (see the class docstring)."""
         metric_base = torchmetrics_module().Metric
+        metrics = [metrics] if isinstance(metrics, str) else metrics
         named = metrics.items() if isinstance(metrics, dict) else ((None, item) for item in metrics)
         built = {}
         for key, item in named:

@@ -194,6 +194,8 @@ def test_the_tasks_metrics_are_checked_with_the_config():
         task.parse_config(["metrics=[MulticlassAccuracy, AUROCC]"])
     cfg = task.parse_config(["metrics=[multiclassaccuracy, {MulticlassF1Score: {average: macro}}]"])
     assert MetricsRecorder(cfg.metrics, num_classes=CLASSES).publishes() == ("MulticlassAccuracy", "MulticlassF1Score")
+    one = task.parse_config(["metrics=MulticlassAUROC"])  # one name alone is a list of it
+    assert MetricsRecorder(one.metrics, num_classes=CLASSES).publishes() == ("MulticlassAUROC",)
 
 
 def test_the_task_refuses_metrics_its_logits_cannot_feed_before_any_process_starts(tmp_path):
