@@ -53,8 +53,9 @@ def main(argv=None):
     for epoch, (mean_ap, at_50, at_75) in enumerate(evaluations, start=1):
         print(f"{epoch} | {mean_ap:.3f} | {at_50:.3f} | {at_75:.3f}")
     if reached and reached.get("reached"):
-        print(f"mAP@0.5 >= {args.target} at epoch {reached['epoch']}, step {reached['step']}, {reached['time_s']:.0f} s of training "
-              f"({wall:.0f} s for the whole command, start-up and data generation included)")
+        print(f"mAP@0.5 >= {args.target} at epoch {reached['epoch']}, step {reached['step']}, "
+              f"{reached['time_s']:.0f} s of training ({wall:.0f} s for the whole command, start-up and data "
+              f"generation included)")
     else:
         print(f"mAP@0.5 {args.target} not reached in {args.epochs} epochs ({wall:.0f} s)")
     if rates:

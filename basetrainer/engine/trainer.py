@@ -216,8 +216,8 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
     def run_step(self, inputs):
         """Forward pass and loss for one batch; override for other batch layouts or losses.
 
-        Returns ``(outputs, losses)``; ``losses`` may be a tensor, a list or a dict of
-        tensors (their sum is what backward sees; callbacks see each term).
+        Returns ``(outputs, losses)``; ``losses`` may be a tensor, a list or a dict of tensors (their sum is
+        what backward sees; callbacks see each term), or None in eval mode (a detector computes no loss there).
         """
         data_, targets = inputs
         outputs = self.model(data_)

@@ -12,6 +12,7 @@ import yaml
 from basetrainer import cli, old_paths
 from basetrainer.hpo.classification import trial_config
 from basetrainer.tasks.classification import parse_config
+from basetrainer.tasks.detection.config import parse_config as parse_detection_config
 from support import EXAMPLES, REPO
 from support.docs import LANGUAGES, code_blocks, shell_commands, split_commands
 
@@ -56,10 +57,15 @@ def check_example(argv):
     parse_config(argv)  # no exception: every flag and key=value exists and has the right type
 
 
+def check_detection(argv):
+    parse_detection_config(argv)
+
+
 def check_basetrainer(argv):
     if argv[:1] == ["train"]:
-        _, _, arguments = cli.ray_arguments(argv[1:])  # --ray N [--ray_max_failures K]: the command's own
-        return check_example(arguments)
+        task, arguments = cli.train_task(argv[1:])
+        _, _, arguments = cli.ray_arguments(arguments)  # --ray N [--ray_max_failures K]: the command's own
+        return (check_detection if task == "detection" else check_example)(arguments)
     if argv[:1] and argv[0] in cli.TOOLS:  # lr-find, batch-find, study: each command's own parser
         return importlib.import_module(cli.TOOL_MODULES[argv[0]]).get_parser().parse_args(argv[1:])
     cli.get_parser().parse_args(argv)
@@ -109,6 +115,7 @@ def checker(words):
             checker(words[1:])
     programs = {("pip", "install"): check_pip, ("python", "examples/example.py"): check_example,
                 ("python", "examples/hpo.py"): check_hpo, ("python", "my_task.py"): check_own_task,
+                ("python", "examples/detection.py"): check_detection,
                 ("python", "examples/language_model.py"): check_language_model,
                 ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard}
     if words[:3] == ["python", "-m", "pytest"]:

@@ -75,7 +75,8 @@ def test_map_from_two_processes_equals_one_process_on_the_same_predictions(two_p
     predictions, targets = [], []
     for image in coco["images"]:  # the 8 test images, 4 on each rank during the run
         boxes = [(r["bbox"], r["score"], labels[r["category_id"]]) for r in results if r["image_id"] == image["id"]]
-        predictions.append({"boxes": torch.tensor([[x, y, x + w, y + h] for (x, y, w, h), _, _ in boxes]).reshape(-1, 4),
+        corners = [[x, y, x + w, y + h] for (x, y, w, h), _, _ in boxes]
+        predictions.append({"boxes": torch.tensor(corners).reshape(-1, 4),
                             "scores": torch.tensor([score for _, score, _ in boxes]),
                             "labels": torch.tensor([label for _, _, label in boxes], dtype=torch.int64)})
         truth = [a for a in coco["annotations"] if a["image_id"] == image["id"]]

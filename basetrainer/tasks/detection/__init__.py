@@ -1,11 +1,13 @@
 """Object detection as a ready task, beside image classification; its parts, as detectron2 splits a detector's:
 
 - data: :mod:`.scenes` (the generated digit scenes), :mod:`.coco` (a user's COCO data, checked, and the
-  list collate), :mod:`.transforms` (``torchvision.transforms.v2`` that move the boxes with the images);
-- modelling: :mod:`.models` (detectors by name);
+  list collate), :mod:`~basetrainer.tasks.detection.transforms` (``torchvision.transforms.v2``: the boxes
+  move with the images);
+- modelling: :mod:`~basetrainer.tasks.detection.models` (detectors by name);
 - evaluation: :mod:`.mean_ap` (COCO mAP over every rank's predictions), :mod:`.results` (COCO results files);
-- the pipeline: :mod:`.settings` and :mod:`.config` (its config keys and command line), :mod:`.trainer`
-  (``DetectionTrainer`` and ``basetrainer train --task detection``).
+- the pipeline: :mod:`~basetrainer.tasks.detection.settings` and :mod:`~basetrainer.tasks.detection.config`
+  (its config keys and command line), :mod:`.trainer` (``DetectionTrainer`` and
+  ``basetrainer train --task detection``).
 """
 from .coco import CocoDetection, collate_detection, read_instances
 from .mean_ap import MeanAPRecorder

@@ -1,9 +1,10 @@
 """The detection task's command line and config: parsed, and checked before any work starts.
 
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command line, the YAML
-file of ``-c``, and the defaults declared in :mod:`.settings` (``configs/detection.yaml`` is made from
-them). Every value is checked against its declaration, as in the classification task
-(:mod:`basetrainer.tasks.classification_config`): one line naming the key, the value and where it came from.
+file of ``-c``, and the defaults declared in :mod:`basetrainer.tasks.detection.settings`
+(``configs/detection.yaml`` is made from them). Every value is checked against its declaration, as in
+the classification task (:mod:`basetrainer.tasks.classification_config`): one line naming the key, the
+value and where it came from.
 """
 import argparse
 import sys

@@ -1,6 +1,6 @@
 """Every config key of the detection task, declared once: the loop's keys (with the task's defaults), those it
 shares with the classification task (optimisation, runtime, checkpoints) and its own (data, model). Its
-command line (:mod:`.config`) and its part of ``docs/reference/configuration.md`` and
+command line (:mod:`basetrainer.tasks.detection.config`) and its part of ``docs/reference/configuration.md`` and
 ``configs/detection.yaml`` (:mod:`basetrainer.tasks.reference`) are made from these."""
 from ...config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
 from ...config.schema import Schema, Setting

@@ -4,8 +4,9 @@ Training: a random rescale by a factor in ``scale_jitter`` (the image fits ``inp
 factor, its aspect kept), a random crop back to ``input_size`` (padded with black where the image is
 smaller), a horizontal flip when ``hflip``; boxes cut to less than 2 pixels by the crop are dropped with
 their labels. Evaluation: the image as it is. Both end with float pixels in [0, 1]; the model resizes
-them to its input size, normalises them with ``rgb_mean``/``rgb_std`` (:mod:`.models`) and gives its
-boxes back in the image's own pixels, so that predictions and the annotation file agree.
+them to its input size, normalises them with ``rgb_mean``/``rgb_std``
+(:mod:`basetrainer.tasks.detection.models`) and gives its boxes back in the image's own pixels, so that
+predictions and the annotation file agree.
 """
 import torch
 

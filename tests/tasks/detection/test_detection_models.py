@@ -28,7 +28,8 @@ def test_a_detector_returns_its_named_losses_in_train_mode_and_predictions_in_ev
 
 
 def test_boxes_of_the_background_label_are_left_out_of_predictions():
-    predictions = [{"boxes": torch.ones(3, 4), "scores": torch.tensor([0.75, 0.5, 0.25]), "labels": torch.tensor([0, 4, 0])}]
+    predictions = [{"boxes": torch.ones(3, 4), "scores": torch.tensor([0.75, 0.5, 0.25]),
+                    "labels": torch.tensor([0, 4, 0])}]
     (kept,) = without_background(predictions)
     assert kept["labels"].tolist() == [4] and kept["scores"].tolist() == [0.5] and kept["boxes"].shape == (1, 4)
 
