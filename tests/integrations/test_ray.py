@@ -27,7 +27,8 @@ def command_error(capsys, *argv):
 def test_without_ray_fit_is_a_one_line_error_naming_the_pip_command(monkeypatch):
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else find_spec(name, *a))
-    with pytest.raises(ConfigError, match=r'^running on a Ray cluster needs Ray Train: pip install "basetrainer\[ray\]"$'):
+    with pytest.raises(ConfigError, match=r'^running on a Ray cluster needs Ray Train: '
+                                          r'pip install "basetrainer\[ray\]"$'):
         on_ray.fit(print, {}, num_workers=2)
 
 

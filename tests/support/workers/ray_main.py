@@ -3,8 +3,9 @@
 A toy classifier (:class:`support.toy.ToyTrainer`) with ``last.pth`` at every epoch's end in ``work_dir/model``;
 rank 0 writes the weights after each epoch to ``out/epoch<n>.pt`` (from 1), and at the start of training an empty
 ``out/started_at_epoch<n>`` (from 0: where that attempt began). With ``kill_at_step``, rank 1 kills itself
-(SIGKILL) after that step on the first attempt only: the attempt that creates ``kill_marker``. It waits a second before it dies, so that Ray's controller, which polls the
-workers (every 0.2 s in the tests), has the last checkpoint reported: a report is the controller's once it polled.
+(SIGKILL) after that step on the first attempt only: the attempt that creates ``kill_marker``. It waits 2 s
+before it dies, so that Ray's controller, which polls the workers (every 0.2 s in the tests), has the last
+checkpoint reported: a report is the controller's once it polled.
 """
 import os
 import signal
@@ -48,7 +49,7 @@ class KillOnce(Callback):
                 os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
             except FileExistsError:
                 return
-            time.sleep(1.0)
+            time.sleep(2.0)
             os.kill(os.getpid(), signal.SIGKILL)
 
 
