@@ -9,6 +9,7 @@ import yaml
 
 VALUE_COLUMN = 32  # where the comments of a YAML reference start
 WIDTH = 118
+LONG_ACCEPTS = 200  # characters of what a key accepts that still fit a table's cell
 
 
 def yaml_text(value) -> str:
@@ -33,20 +34,26 @@ def yaml_reference(schema, groups: dict, header: str) -> str:
 def markdown_reference(schema, groups: dict, flags: bool = True) -> str:
     """A Markdown table per group of ``groups`` (group -> title): key (and its flag, with ``flags``), default,
     what it accepts (and its unit), help. Each table is in a ``settings-table`` container, whose style
-    (docs/_static/basetrainer.css) fits it to the text column, and stacks its rows on a narrow screen."""
+    (docs/_static/basetrainer.css) fits it to the text column, and stacks its rows on a narrow screen. What a
+    key accepts, when longer than ``LONG_ACCEPTS`` characters (a nested mapping), is written below the table at
+    the text's full width instead of filling a narrow cell."""
     parts = []
     for group, title in groups.items():
         settings = [setting for setting in schema if setting.group == group]
         if not settings:
             continue
         rows = ["| key | default | accepts | what it does |", "| --- | --- | --- | --- |"]
+        below = []
         for setting in settings:
             flag = f", flag `--{setting.name}`" if flags and setting.flag is not None else ""
-            unit = f", in {setting.unit}" if setting.unit else ""
-            cells = [f"`{setting.name}`{flag}", f"`{yaml_text(setting.default)}`", setting.allowed() + unit,
-                     setting.help]
+            accepts = setting.allowed() + (f", in {setting.unit}" if setting.unit else "")
+            if len(accepts) > LONG_ACCEPTS:
+                below.append(f"`{setting.name}` accepts {accepts}.\n")
+                accepts = "see below the table"
+            cells = [f"`{setting.name}`{flag}", f"`{yaml_text(setting.default)}`", accepts, setting.help]
             rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-        parts.append(f"### {title}\n\n:::{{container}} settings-table\n" + "\n".join(rows) + "\n:::\n")
+        table = f"### {title}\n\n:::{{container}} settings-table\n" + "\n".join(rows) + "\n:::\n"
+        parts.append("\n".join([table, *below]))
     return "\n".join(parts)
 
 
