@@ -7,6 +7,7 @@
     basetrainer train --help
     basetrainer train -c configs/config.yaml --ray 4 --ray_max_failures 3   # on a Ray cluster (RAY_ADDRESS)
     basetrainer train --task detection --num_epochs 8    # an object detector on COCO data (the digit scenes)
+    basetrainer predict --task detection --checkpoint M --images D --annotations A --out results.json
     basetrainer lr-find --train_data D/train          # the lr range test: prints a suggested lr=
     basetrainer batch-find --train_data D/train --gpu_id 0   # the largest batch that fits, samples/s per size
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
@@ -156,8 +157,8 @@ def export(args):
 
 
 def train_task(arguments):
-    """``(task, the other arguments)``: ``--task NAME`` or ``--task=NAME`` taken out of ``train``'s arguments
-    (classification without it); an unknown task ends the command in one line."""
+    """``(task, the other arguments)``: ``--task NAME`` or ``--task=NAME`` taken out of ``train``'s (or
+    ``predict``'s) arguments (classification without it); an unknown task ends the command in one line."""
     for index, argument in enumerate(arguments):
         if argument == "--task" or argument.startswith("--task="):
             task = argument.partition("=")[2] if "=" in argument else (arguments[index + 1:index + 2] or [""])[0]
@@ -217,6 +218,12 @@ def main(argv=None):
         import importlib
 
         return importlib.import_module(TOOL_MODULES[argv[0]]).main(argv[1:], prog=f"basetrainer {argv[0]}")
+    if argv and argv[0] == "predict":
+        task, arguments = train_task(argv[1:])
+        if task == "detection":  # its own flags: the images and annotation file of COCO data, a results file
+            from .tasks.detection.predict import main as predict_detections
+
+            return predict_detections(arguments, prog="basetrainer predict --task detection")
     parser = get_parser()
     args = parser.parse_args(argv)  # --version, --help and unknown commands exit here
     if args.command == "export":

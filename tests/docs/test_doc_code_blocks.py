@@ -12,6 +12,7 @@ import yaml
 from basetrainer import cli, old_paths
 from basetrainer.hpo.classification import trial_config
 from basetrainer.tasks.classification import parse_config
+from basetrainer.tasks.detection import predict as detection_predict
 from basetrainer.tasks.detection.config import parse_config as parse_detection_config
 from support import EXAMPLES, REPO
 from support.docs import LANGUAGES, code_blocks, shell_commands, split_commands
@@ -66,6 +67,8 @@ def check_basetrainer(argv):
         task, arguments = cli.train_task(argv[1:])
         _, _, arguments = cli.ray_arguments(arguments)  # --ray N [--ray_max_failures K]: the command's own
         return (check_detection if task == "detection" else check_example)(arguments)
+    if argv[:1] == ["predict"] and cli.train_task(argv[1:])[0] == "detection":
+        return detection_predict.get_parser().parse_args(cli.train_task(argv[1:])[1])
     if argv[:1] and argv[0] in cli.TOOLS:  # lr-find, batch-find, study: each command's own parser
         return importlib.import_module(cli.TOOL_MODULES[argv[0]]).get_parser().parse_args(argv[1:])
     cli.get_parser().parse_args(argv)

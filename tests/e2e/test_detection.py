@@ -114,3 +114,20 @@ def test_a_class_count_that_does_not_match_the_annotations_is_one_line_and_leave
         f"error: num_classes 3 does not match the 10 categories of {scenes / 'train' / 'instances.json'}; set "
         f"num_classes: null to read it from the data")
     assert not os.path.exists(tmp_path / "work")
+
+
+def test_predict_from_the_final_model_writes_the_boxes_the_run_wrote(two_processes, scenes, tmp_path):
+    from basetrainer.tasks.detection.predict import predict_coco
+
+    count = predict_coco(two_processes / "model" / "model_final.pth", scenes / "val" / "images",
+                         scenes / "val" / "instances.json", tmp_path / "results.json", batch_size=8)
+    with open(tmp_path / "results.json", encoding="utf-8") as stream:
+        predicted = json.load(stream)
+    with open(two_processes / "log" / "predictions.json", encoding="utf-8") as stream:
+        written = json.load(stream)
+    assert count == len(predicted) == len(written)
+    key = lambda result: (result["image_id"], result["category_id"], round(result["score"], 4))  # noqa: E731
+    for ours, theirs in zip(sorted(predicted, key=key), sorted(written, key=key)):
+        assert ours["image_id"] == theirs["image_id"] and ours["category_id"] == theirs["category_id"]
+        assert ours["bbox"] == pytest.approx(theirs["bbox"], abs=1e-3) and ours["score"] == pytest.approx(
+            theirs["score"], abs=1e-5)

@@ -3,6 +3,7 @@ import json
 
 from ...distributed import comm
 from ...utils.file_utils import atomic_write
+from .models import without_background
 
 
 def coco_results(predictions, dataset) -> list:
@@ -21,9 +22,9 @@ def coco_results(predictions, dataset) -> list:
 
 
 def write_coco_results(trainer, loader, path) -> int:
-    """Writes the trainer's predictions for every image of ``loader`` (over every rank, in dataset order) to
-    ``path`` from the main process; returns the number of boxes."""
-    results = coco_results(trainer.predict(loader), loader.dataset)
+    """Writes the trainer's predictions for every image of ``loader`` (over every rank, in dataset order; boxes of
+    the background left out) to ``path`` from the main process; returns the number of boxes."""
+    results = coco_results(without_background(trainer.predict(loader)), loader.dataset)
     if comm.is_main_process():
         with atomic_write(path) as stream:
             json.dump(results, stream)
