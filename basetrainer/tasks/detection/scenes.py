@@ -36,12 +36,14 @@ IMAGES = "images"
 def write_digit_scenes(root, canvas=64, max_digits=4, digit_sizes=(14, 30), seed=0, split_sizes=None):
     """Writes the canvases of every split under ``root`` (``<split>/images/*.png`` and
     ``<split>/instances.json``); returns ``root``. ``digit_sizes`` is the range of a digit's side in
-    pixels, ``split_sizes`` the number of canvases per split (default ``SPLIT_SIZES``). Does nothing when
+    pixels, ``split_sizes`` the number of canvases of ``train`` and ``val`` (default ``SPLIT_SIZES``). Does nothing when
     ``root`` holds a complete tree written with the same settings; refuses (DataError) a non-empty
     ``root`` that it did not write."""
     from PIL import Image
 
     root = os.fspath(root)
+    if not set(split_sizes or SPLIT_SIZES) <= set(SPLIT_SIZES):
+        raise DataError(f"split_sizes {split_sizes!r}: the digit scenes have the splits {', '.join(SPLIT_SIZES)}")
     settings = {"canvas": int(canvas), "max_digits": int(max_digits), "digit_sizes": [int(s) for s in digit_sizes],
                 "seed": int(seed), "split_sizes": dict(split_sizes or SPLIT_SIZES)}
     if _manifest(root) == settings:
@@ -56,7 +58,7 @@ def write_digit_scenes(root, canvas=64, max_digits=4, digit_sizes=(14, 30), seed
     partial = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(root))}.", suffix=".partial", dir=parent)
     try:
         for split, count in settings["split_sizes"].items():
-            rng = np.random.Generator(np.random.PCG64([seed, _split_number(split)]))
+            rng = np.random.Generator(np.random.PCG64([seed, list(SPLIT_SIZES).index(split)]))
             os.makedirs(os.path.join(partial, split, IMAGES))
             images, annotations = [], []
             for index in range(count):
@@ -111,10 +113,6 @@ def enlarge(digit, size):
     """An 8x8 digit (values 0..16) as ``size`` x ``size`` uint8 pixels 0..255, by nearest-neighbour indexing."""
     source = (np.arange(size) * digit.shape[0]) // size
     return ((digit[np.ix_(source, source)].astype(np.uint16) * 255 + 8) // 16).astype(np.uint8)
-
-
-def _split_number(split: str) -> int:
-    return ("train", "val").index(split) if split in ("train", "val") else sum(split.encode())
 
 
 def _manifest(root):

@@ -192,3 +192,9 @@ def test_the_collate_gives_two_lists_that_the_engine_counts_as_one_sample_per_im
     assert isinstance(images, list) and isinstance(targets, list)
     assert [len(target["labels"]) for target in targets] == [2, 0, 2]
     assert batch_size((images, targets)) == 3
+
+
+def test_a_split_the_scenes_do_not_have_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(DataError, match="the digit scenes have the splits train, val"):
+        write_digit_scenes(tmp_path / "scenes", split_sizes={"test": 4})
+    assert not (tmp_path / "scenes").exists()
