@@ -130,9 +130,10 @@ TASK_ONLY = Schema([
             "(0: off)", group="pruning"),
     # ---------------------------------------------------------------- other callbacks
     Setting("metrics", MetricList(), [],
-            "torchmetrics metrics of every evaluation, e.g. [MulticlassAccuracy, {MulticlassF1Score: {average: macro}}, MulticlassAUROC]; num_classes is filled "
-            "in; published under the class name (test/MulticlassF1Score for target), in the log, the history "
-            "and the trackers (needs pip install \"basetrainer[metrics]\")", group="callbacks"),
+            "torchmetrics metrics of every evaluation, e.g. [MulticlassAccuracy, {MulticlassF1Score: {average: "
+            "macro}}, MulticlassAUROC]; num_classes is filled in; published under the class name "
+            "(test/MulticlassF1Score for target), in the log, the history and the trackers (needs pip install "
+            "\"basetrainer[metrics]\")", group="callbacks"),
     Setting("early_stopping_patience", Integer(minimum=0), 0,
             "stop after this many evaluations without a better test accuracy (0: off)", unit="evaluations",
             group="callbacks"),

@@ -48,7 +48,8 @@ def toy_test_set():
 def test_a_metric_is_named_by_its_class_alone_or_with_its_arguments():
     specs = metric_specs(["MulticlassAccuracy", {"MulticlassF1Score": {"average": "macro"}}])
     assert [(spec.name, spec.arguments, spec.key) for spec in specs] == [
-        ("MulticlassAccuracy", {}, "MulticlassAccuracy"), ("MulticlassF1Score", {"average": "macro"}, "MulticlassF1Score")]
+        ("MulticlassAccuracy", {}, "MulticlassAccuracy"),
+        ("MulticlassF1Score", {"average": "macro"}, "MulticlassF1Score")]
 
 
 def test_num_classes_is_filled_in_where_the_metric_takes_it_and_the_config_leaves_it_out():
