@@ -133,9 +133,10 @@ def yaml_default(default):
 
 
 def _says_no_default(entry) -> bool:
-    """Whether an argument whose default is None shows none: a positional one (``COMMAND``), or a flag whose
-    help says what its default is."""
-    return not entry["name"][0].startswith("-") or "default" in entry["help"]
+    """Whether an argument whose default is None shows none: a positional one (``COMMAND``), a flag whose
+    help says what its default is, or one for which null means nothing (a required flag, ``--out``): only a
+    setting's flag whose help names null (``the GPU to use (null: the CPU)``) shows ``null``."""
+    return not entry["name"][0].startswith("-") or "default" in entry["help"] or "null" not in entry["help"]
 
 
 class RawTextArgParseDirective(ArgParseDirective):
