@@ -249,7 +249,7 @@ class Fields(Kind):
             raise Invalid()
         unknown = sorted(set(value) - set(self.fields), key=str)
         if unknown:
-            raise Invalid(f"{', '.join(map(str, unknown))} is no field of it")
+            raise Invalid(f"{', '.join(map(_field_name, unknown))} is no field of it")
         checked = self.defaults()
         for name, given in value.items():
             if given is None:
@@ -320,6 +320,11 @@ def shown(value, limit: int = 60) -> str:
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"{type(value).__name__} {text}"
+
+
+def _field_name(name) -> str:
+    """A mapping's key as a message shows it: a plain name as it is, anything else (a newline, a number) quoted."""
+    return name if isinstance(name, str) and name.isidentifier() else repr(name)
 
 
 def _within(value, minimum, maximum, above=False, below=False):

@@ -91,6 +91,11 @@ def test_a_name_that_is_no_field_is_refused_naming_it():
         FIELDS.check({"peroid": 4})
 
 
+def test_a_name_that_is_no_plain_word_is_quoted_so_that_the_refusal_stays_one_line():
+    with pytest.raises(Invalid, match=r"^'\\n', 3 is no field of it$"):  # found by the fuzz: target: {"\n": null}
+        FIELDS.check({"\n": None, 3: 1})
+
+
 def test_a_field_refusal_names_the_field_and_its_value():
     with pytest.raises(Invalid, match="^period is int -1$"):
         FIELDS.check({"period": -1})
