@@ -73,6 +73,10 @@ def model_from_checkpoint(path: str) -> LoadedModel:
 
 def _check_model_keys(path: str, cfg: dict) -> None:
     """The saved config names the network as the classification task does, with values its keys accept."""
+    if "train_annotations" in cfg:  # a key only the detection task has
+        raise CheckpointError(f"{path} holds a detector (net_type {cfg.get('net_type')}, from the detection task): "
+                              f"export writes image classifiers; write its boxes with basetrainer predict --task "
+                              f"detection, or export the model in code with torch.onnx")
     missing = [key for key in ("net_type", "input_size", "num_classes") if cfg.get(key) is None]
     if missing:
         raise CheckpointError(f"the config of {path} has no {', '.join(missing)}: it was not written by the "

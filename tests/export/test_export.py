@@ -213,3 +213,12 @@ def test_export_command_without_onnxruntime_fails_with_one_line_naming_the_extra
 def test_export_command_on_a_missing_file_is_a_one_line_error(tmp_path, capsys):
     code, _, stderr = export_command(capsys, tmp_path / "nope.pth", "--out", tmp_path / "m.onnx")
     assert code == 2 and stderr.startswith("error: no checkpoint at") and len(stderr.strip().splitlines()) == 1
+
+
+def test_export_command_on_a_detector_is_a_one_line_refusal_naming_predict(tmp_path, capsys):
+    config = {"net_type": "fcos_tiny", "input_size": [64, 64], "num_classes": 10, "train_annotations": "a.json"}
+    torch.save({"config": config, "model": {}}, tmp_path / "last.pth")
+    code, _, stderr = export_command(capsys, tmp_path / "last.pth", "--out", tmp_path / "m.onnx")
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+    assert "holds a detector (net_type fcos_tiny" in stderr and "basetrainer predict --task detection" in stderr
+    assert not (tmp_path / "m.onnx").exists()
