@@ -134,7 +134,7 @@ def test_dotted_override_into_a_plain_key_is_refused():
 
 def test_input_size_needs_width_and_height(tmp_path):
     with pytest.raises(ConfigError, match=r"config key 'input_size' expects a list of 2 integers in \[1, 4096\] "
-                                          r"\[width, height\], got list \[32\]"):
+                                          r"\[width, height\] or null, got list \[32\]"):
         parse("-c", write_yaml(tmp_path, "input_size: [32]\n"))
 
 

@@ -4,9 +4,11 @@ from the last reported checkpoint and ends with the weights of a run never kille
 
 One cluster and one Ray run for the module (support/workers/ray_main.py, the toy trainer for 3 epochs of 4 steps,
 last.pth at each epoch's end, rank 1 killed after step 6 on the first attempt), and one launch() of the same main
-to compare with. Ray's storage and temporary folders are under the module's tmp_path; the cluster ends with it.
+to compare with. Ray's storage is under the module's tmp_path, its temporary folder a short one of /tmp; both go with the cluster.
 """
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
@@ -31,13 +33,17 @@ def runs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as env:
         env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
         env.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")  # Ray's controller polls its workers this often
-        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(root / "tmp"))
+        # Ray's socket paths go under its temporary folder, and a socket path may not exceed 107 bytes: a short
+        # folder of /tmp, not pytest's (under xdist, /tmp/pytest-of-root/pytest-N/popen-gwK/... is too long).
+        temporary = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temporary)
         try:
             result = fit(ray_main.main, toy_cfg(num_epochs=EPOCHS, work_dir=str(root / "ray_run"), out=str(ray_out),
                                                 kill_at_step=KILL_AT_STEP, kill_marker=str(root / "killed")),
                          num_workers=2, max_failures=1, storage_path=str(root / "storage"))
         finally:
             ray.shutdown()
+            shutil.rmtree(temporary, ignore_errors=True)
     launch(ray_main.main, 2, distributed=True,
            args=(toy_cfg(num_epochs=EPOCHS, work_dir=str(root / "launch_run"), out=str(launch_out)),))
     return result, ray_out, launch_out
