@@ -236,7 +236,7 @@ class Positions(Kind):
 
 class Fields(Kind):
     """A mapping of named fields, each ``name=(kind, default)``: a field missing or null takes its default, a
-    name that is no field is refused; checked into a plain dict of every field."""
+    name that is no field is refused (quoted unless a plain name); checked into a plain dict of every field."""
 
     def __init__(self, **fields):
         self.fields = fields
@@ -249,12 +249,11 @@ class Fields(Kind):
             raise Invalid()
         unknown = sorted(set(value) - set(self.fields), key=str)
         if unknown:
-            raise Invalid(f"{', '.join(map(_field_name, unknown))} is no field of it")
+            names = [name if isinstance(name, str) and name.isidentifier() else repr(name) for name in unknown]
+            raise Invalid(f"{', '.join(names)} is no field of it")
         checked = self.defaults()
-        for name, given in value.items():
-            if given is None:
-                continue
-            checked[name] = _check_part(self.fields[name][0], given, name)
+        checked.update({name: _check_part(self.fields[name][0], given, name) for name, given in value.items()
+                        if given is not None})
         return checked
 
     def describe(self, plural=False):
@@ -320,11 +319,6 @@ def shown(value, limit: int = 60) -> str:
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"{type(value).__name__} {text}"
-
-
-def _field_name(name) -> str:
-    """A mapping's key as a message shows it: a plain name as it is, anything else (a newline, a number) quoted."""
-    return name if isinstance(name, str) and name.isidentifier() else repr(name)
 
 
 def _within(value, minimum, maximum, above=False, below=False):
