@@ -171,6 +171,7 @@ class ClassificationTrainer(EngineTrainer):
         metrics = [MetricsRecorder(cfg.metrics, num_classes=cfg.num_classes, target_names=self.classes,
                                    logger=self.logger)] if cfg.metrics else []
         indicators += [key for recorder in metrics for key in recorder.metrics]
+        monitor_mode = cfg.monitor_mode or ("min" if cfg.monitor == "loss" else "max")
         history = LogHistory(self.log_dir, log_freq=cfg.log_freq, logger=self.logger, indicators=indicators,
                              is_main_process=self.is_main_process,
                              loggers=build_loggers(cfg.loggers, self.log_dir, cfg, indicators=indicators),
@@ -184,10 +185,11 @@ class ClassificationTrainer(EngineTrainer):
                           num_steps=self.num_batches, milestones=cfg.milestones, num_warn_up=cfg.num_warn_up,
                           max_iters=cfg.max_iters),
             EMA(decay=cfg.ema_decay) if cfg.ema_decay > 0 else None,
-            EarlyStopping("Acc", patience=cfg.early_stopping_patience) if cfg.early_stopping_patience > 0 else None,
+            EarlyStopping(cfg.monitor, patience=cfg.early_stopping_patience, mode=monitor_mode)
+            if cfg.early_stopping_patience > 0 else None,
             history,
-            ModelCheckpoint(model_dir=self.model_dir, epochs=cfg.num_epochs, indicator="Acc", logger=self.logger,
-                            save_best_k=cfg.save_best_k, every_n_iters=cfg.checkpoint_every_n_iters,
+            ModelCheckpoint(model_dir=self.model_dir, epochs=cfg.num_epochs, indicator=cfg.monitor, mode=monitor_mode,
+                            logger=self.logger, save_best_k=cfg.save_best_k, every_n_iters=cfg.checkpoint_every_n_iters,
                             every_n_minutes=cfg.checkpoint_every_n_minutes),
         ]
 

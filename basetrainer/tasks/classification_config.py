@@ -104,6 +104,10 @@ def check_task_config(cfg, sources=None):
         check_model_options(cfg.net_type, cfg.width_mult, cfg.pretrained, cfg.input_size)
     except ConfigError as error:
         raise ConfigError(f"{error} (given {named('net_type', 'width_mult', 'input_size')})") from None
+    monitored = ["Acc", "loss", *(item if isinstance(item, str) else next(iter(item)) for item in cfg.metrics)]
+    if cfg.monitor not in monitored:
+        raise ConfigError(f"{named('monitor', 'metrics')}: the evaluations publish {', '.join(monitored)}; set "
+                          f"monitor to one of them, or add its metric to metrics")
     LoopOptions.from_config(cfg, torch.device("cpu"))  # whatever else the loop checks, checked now
 
 

@@ -21,6 +21,7 @@ from basetrainer.metric.metrics_recorder import MetricsRecorder
 from basetrainer.tasks import classification as task
 from basetrainer.utils.log import get_logger
 from support import WORKERS
+from support.images import write_class_images
 from support.processes import run_python
 from support.toy import ToyTrainer, blobs, toy_cfg
 from support.workers.torchmetrics_worker import CLASSES, SYNCED_BY_TORCHMETRICS, TEST_SIZES
@@ -209,6 +210,23 @@ def test_the_task_refuses_metrics_its_logits_cannot_feed_before_any_process_star
                                           r"model's outputs, logits of 3 classes"):
         task.train(cfg)
     assert not (tmp_path / "work").exists()
+
+
+def test_the_task_picks_its_best_models_and_stops_early_by_the_monitored_metric(tmp_path):
+    write_class_images(str(tmp_path / "data"), ["cat", "dog", "bird"], per_class=2)
+    common = [f"train_data={tmp_path / 'data'}", f"test_data={tmp_path / 'data'}", "input_size=[16, 16]",
+              "net_type=resnet18", "batch_size=2", "early_stopping_patience=2"]
+    for options, monitored in ((["metrics=[MulticlassF1Score]", "monitor=MulticlassF1Score"], ("MulticlassF1Score", "max")),
+                               (["monitor=loss"], ("loss", "min")), ([], ("Acc", "max"))):
+        trainer = task.ClassificationTrainer(task.parse_config([*common, f"work_dir={tmp_path / 'work'}", *options]))
+        watching = [callback for callback in trainer.callbacks if isinstance(callback, (ModelCheckpoint, EarlyStopping))]
+        assert [(callback.indicator, callback.mode) for callback in watching] == [monitored, monitored]
+
+
+def test_a_monitor_no_evaluation_publishes_is_refused_with_the_config_naming_what_is_published():
+    with pytest.raises(ConfigError, match=r"^monitor 'MulticlassF1Score' \(.*\), metrics \['MulticlassAUROC'\] \(.*\): "
+                                          r"the evaluations publish Acc, loss, MulticlassAUROC; set monitor to one"):
+        task.parse_config(["metrics=[MulticlassAUROC]", "monitor=MulticlassF1Score"])
 
 
 def test_without_torchmetrics_the_default_config_works_and_metrics_name_the_pip_command(monkeypatch):
