@@ -1,6 +1,6 @@
 """The detection task end to end on 16 generated canvases: the losses by name and COCO mAP on 1 and 2 processes,
-mAP from 2 processes equal to one process's on the same predictions, an exact resume after a kill, the COCO
-results file, and bad inputs refused in one line with nothing left on disk."""
+mAP from 2 processes equal to one process's on the same predictions, an exact resume after a kill and after a
+stop signal, the COCO results file, and bad inputs refused in one line with nothing left on disk."""
 import json
 import os
 import pathlib
@@ -8,6 +8,7 @@ import pathlib
 import pytest
 import torch
 
+from basetrainer.checkpoint import load_checkpoint
 from basetrainer.tasks.detection.mean_ap import MeanAPRecorder
 from basetrainer.tasks.detection.scenes import write_digit_scenes
 from support.compare import load_result, same_weights
@@ -100,6 +101,19 @@ def test_resume_after_a_kill_ends_bitwise_like_an_uninterrupted_run(scenes, unin
     arguments = config(scenes, tmp_path / "work")
     killed = run_python([WORKER, "--out", tmp_path / "w.pt", "--kill-at", "0:1", *arguments])
     assert killed.returncode != 0 and not (tmp_path / "w.pt").exists()
+    run_python([WORKER, "--out", tmp_path / "w.pt", *arguments, "--resume", "auto"], check=True)
+    resumed = load_result(tmp_path / "w.pt")
+    assert same_weights(resumed["weights"], uninterrupted["weights"])
+    assert resumed["logs"] == uninterrupted["logs"]
+
+
+def test_a_stop_signal_mid_epoch_saves_last_pth_exits_75_and_the_resumed_run_ends_bitwise_like_an_uninterrupted_one(
+        scenes, uninterrupted, tmp_path):
+    arguments = config(scenes, tmp_path / "work", "checkpoint_every_n_iters=0")  # last.pth from the stop alone
+    stopped = run_python([WORKER, "--out", tmp_path / "w.pt", "--signal-at", "0:1:SIGTERM", *arguments])
+    assert stopped.returncode == 75, stopped.stderr[-2000:]
+    assert "stopped by SIGTERM at epoch 1, batch 2" in stopped.stderr and not (tmp_path / "w.pt").exists()
+    assert load_checkpoint(str(tmp_path / "work" / "model" / "last.pth"))["iteration"] == 2
     run_python([WORKER, "--out", tmp_path / "w.pt", *arguments, "--resume", "auto"], check=True)
     resumed = load_result(tmp_path / "w.pt")
     assert same_weights(resumed["weights"], uninterrupted["weights"])
