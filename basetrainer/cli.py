@@ -13,12 +13,14 @@
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
     basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ --out p.csv
     basetrainer export work_dirs/classification/model/last --out weights.pth
+    basetrainer export work_dirs/detection/model/model_final.pth --out detector.onnx
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
 ``examples/example.py``, with the same flags and config keys (with ``--task detection``,
 :mod:`basetrainer.tasks.detection`, the pipeline of ``examples/detection.py``); ``lr-find`` and ``batch-find``
 probe its trainer with them (:mod:`basetrainer.tuning`). ``export`` writes a
-classifier that ``train`` saved as an ONNX, TorchScript or torch.export file, checks it
+classifier that ``train`` saved as an ONNX, TorchScript or torch.export file (a detector as ONNX,
+:mod:`basetrainer.tasks.detection.export`), checks it
 against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
 ``--out *.pth`` (``--format pth``) it writes the weights as one plain state_dict, also from a
 sharded checkpoint directory (FSDP), for any model. Without ``--format``, ``--out``'s suffix
@@ -78,17 +80,20 @@ def get_parser():
     for name, text in TOOLS.items():
         commands.add_parser(name, add_help=False, help=text)
     export = commands.add_parser(
-        "export", help="write a trained classifier as an ONNX, TorchScript or torch.export file, checked against torch",
+        "export", help="write a trained classifier as an ONNX, TorchScript or torch.export file, or a detector as "
+                       "ONNX, checked against torch",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Write a classifier that basetrainer train saved as an ONNX, TorchScript or torch.export file,\n"
                     "run it on an example batch of another size and compare its outputs with torch's: the check\n"
                     "line says how close they are, and the exit code is 1 when they differ. With an --out ending in\n"
                     ".pth (--format pth) it writes the training weights as one plain state_dict instead, for any model\n"
-                    "and also from a sharded checkpoint directory (FSDP), without a check.",
+                    "and also from a sharded checkpoint directory (FSDP), without a check. A detection run's model is\n"
+                    "written as ONNX only (an image in; boxes, scores, labels out), checked on an image of the run.",
         epilog="examples:\n"
                "  %(prog)s work_dirs/classification/model/last.pth --out model.onnx\n"
                "  %(prog)s work_dirs/classification/model/model_final.pth --out model.ts --batch 4\n"
-               "  %(prog)s work_dirs/classification/model/last --out weights.pth    # a sharded checkpoint")
+               "  %(prog)s work_dirs/classification/model/last --out weights.pth    # a sharded checkpoint\n"
+               "  %(prog)s work_dirs/detection/model/model_final.pth --out detector.onnx")
     export.add_argument("checkpoint", help="a model file of a run: last.pth, best_model_*.pth or model_final.pth, "
                                            "or a sharded checkpoint directory (model/last)")
     export.add_argument("--format", choices=(*EXPORT_FORMATS, WEIGHTS_FORMAT), default=None,
@@ -133,7 +138,8 @@ def predict(args):
 
 def export(args):
     """``basetrainer export``: prints which weights it exports and the check line; exits 1 if the check fails."""
-    from .export import export_model, model_from_checkpoint, write_weights
+    from .export import export_model, write_weights
+    from .export.from_checkpoint import classifier_from_saved, read_saved_model
 
     kind = args.format or FORMAT_OF_SUFFIX.get(os.path.splitext(args.out)[1].lower(), "onnx")
     try:
@@ -143,9 +149,15 @@ def export(args):
             print(f"wrote {args.out}: the {len(weights)} tensors of the training weights in {args.checkpoint}, "
                   f"consolidated (torch.load(path, weights_only=True), then load_state_dict on the plain model)")
             return
-        loaded = model_from_checkpoint(args.checkpoint)
-        print(f"exporting {loaded.weights}")
-        result = export_model(loaded.model, loaded.example_input(args.batch), args.out, format=kind)
+        saved = read_saved_model(args.checkpoint)
+        print(f"exporting {saved.description}")
+        if saved.is_detector:
+            from .tasks.detection.export import export_detector
+
+            result = export_detector(saved, args.out, format=kind)
+        else:
+            loaded = classifier_from_saved(saved)
+            result = export_model(loaded.model, loaded.example_input(args.batch), args.out, format=kind)
     except BaseTrainerError as error:
         exit_with(error)
     except OSError as error:  # the disk filled, or the folder went away, while writing

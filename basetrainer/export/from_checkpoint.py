@@ -17,6 +17,7 @@
 """
 import os
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch import nn
@@ -50,33 +51,62 @@ class LoadedModel:
         return torch.randn(batch_size, 3, height, width)
 
 
-def model_from_checkpoint(path: str) -> LoadedModel:
-    """The classifier saved in ``path`` (see the module docstring), on the CPU, in eval mode."""
+@dataclass
+class SavedModel:
+    """What a model file of a run holds, read as the module docstring says: the weights to export, what they are (in
+    words), the run's config and a pruned model's architecture (None: unpruned)."""
+
+    path: str
+    weights: dict
+    description: str
+    config: dict
+    architecture: Optional[dict]
+
+    @property
+    def is_detector(self) -> bool:
+        """Whether the detection task saved it (whose config has keys the classification task's has not)."""
+        return "train_annotations" in self.config
+
+
+def read_saved_model(path: str) -> SavedModel:
+    """The weights and the run's config of the model file ``path`` (see the module docstring), for any task."""
     state = _read(path)
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} holds no model weights (a {type(state).__name__}, not a dict)")
     run_state = state if isinstance(state.get("config"), dict) else _last_beside(path)
     cfg = dict(_run_config(path, run_state))
     weights, description = _weights(path, state, cfg)
+    return SavedModel(path, weights, description, cfg,
+                      state.get("architecture") or (run_state or {}).get("architecture"))
+
+
+def model_from_checkpoint(path: str) -> LoadedModel:
+    """The classifier saved in ``path`` (see the module docstring), on the CPU, in eval mode."""
+    return classifier_from_saved(read_saved_model(path))
+
+
+def classifier_from_saved(saved: SavedModel) -> LoadedModel:
+    """The classifier of ``saved`` (:func:`read_saved_model`), on the CPU, in eval mode."""
+    path, cfg, weights = saved.path, dict(saved.config), saved.weights
     if not cfg.get("num_classes"):  # the earlier library saved its config before the data named the classes
         cfg["num_classes"] = _classifier_rows(weights)
-    _check_model_keys(path, cfg)
+    _check_model_keys(saved, cfg)
     model = get_models(cfg["net_type"], input_size=cfg["input_size"], num_classes=cfg["num_classes"],
                        width_mult=cfg.get("width_mult", 1.0), pretrained=False)
-    spec = state.get("architecture") or (run_state or {}).get("architecture")
-    if spec:
-        apply_architecture_spec(model, spec)
+    if saved.architecture:
+        apply_architecture_spec(model, saved.architecture)
     check_shapes(model, weights, path)
     model.load_state_dict(weights)
-    return LoadedModel(model.eval(), list(cfg["input_size"]), description, dict(cfg))
+    return LoadedModel(model.eval(), list(cfg["input_size"]), saved.description, cfg)
 
 
-def _check_model_keys(path: str, cfg: dict) -> None:
+def _check_model_keys(saved: SavedModel, cfg: dict) -> None:
     """The saved config names the network as the classification task does, with values its keys accept."""
-    if "train_annotations" in cfg:  # a key only the detection task has
+    path = saved.path
+    if saved.is_detector:
         raise CheckpointError(f"{path} holds a detector (net_type {cfg.get('net_type')}, from the detection task): "
-                              f"export writes image classifiers; write its boxes with basetrainer predict --task "
-                              f"detection, or export the model in code with torch.onnx")
+                              f"this rebuilds image classifiers; write its boxes with basetrainer predict --task "
+                              f"detection, or export it with basetrainer export {path} --out model.onnx")
     missing = [key for key in ("net_type", "input_size", "num_classes") if cfg.get(key) is None]
     if missing:
         raise CheckpointError(f"the config of {path} has no {', '.join(missing)}: it was not written by the "

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from basetrainer.cli import main
-from basetrainer.errors import ConfigError
+from basetrainer.errors import CheckpointError, ConfigError
 from basetrainer.export import MissingDependencyError, export_model, model_from_checkpoint
 from basetrainer.models.build_models import get_models
 from support import EXAMPLES
@@ -215,10 +215,12 @@ def test_export_command_on_a_missing_file_is_a_one_line_error(tmp_path, capsys):
     assert code == 2 and stderr.startswith("error: no checkpoint at") and len(stderr.strip().splitlines()) == 1
 
 
-def test_export_command_on_a_detector_is_a_one_line_refusal_naming_predict(tmp_path, capsys):
+def test_a_detectors_file_is_refused_by_the_classifier_rebuild_in_one_line_naming_predict_and_export(tmp_path):
+    # basetrainer export sends a detector to the detection task (tests/tasks/detection/test_detection_export.py)
     config = {"net_type": "fcos_tiny", "input_size": [64, 64], "num_classes": 10, "train_annotations": "a.json"}
     torch.save({"config": config, "model": {}}, tmp_path / "last.pth")
-    code, _, stderr = export_command(capsys, tmp_path / "last.pth", "--out", tmp_path / "m.onnx")
-    assert code == 2 and len(stderr.strip().splitlines()) == 1
-    assert "holds a detector (net_type fcos_tiny" in stderr and "basetrainer predict --task detection" in stderr
-    assert not (tmp_path / "m.onnx").exists()
+    with pytest.raises(CheckpointError) as refused:
+        model_from_checkpoint(str(tmp_path / "last.pth"))
+    message = str(refused.value)
+    assert "\n" not in message and "holds a detector (net_type fcos_tiny" in message
+    assert "basetrainer predict --task detection" in message and "--out model.onnx" in message
