@@ -86,9 +86,10 @@ def get_parser():
         description="Write a classifier that basetrainer train saved as an ONNX, TorchScript or torch.export file,\n"
                     "run it on an example batch of another size and compare its outputs with torch's: the check\n"
                     "line says how close they are, and the exit code is 1 when they differ. With an --out ending in\n"
-                    ".pth (--format pth) it writes the training weights as one plain state_dict instead, for any model\n"
-                    "and also from a sharded checkpoint directory (FSDP), without a check. A detection run's model is\n"
-                    "written as ONNX only (an image in; boxes, scores, labels out), checked on an image of the run.",
+                    ".pth (--format pth) it writes the training weights as one plain state_dict instead, for any\n"
+                    "model and also from a sharded checkpoint directory (FSDP), without a check. A detection run's\n"
+                    "model is written as ONNX only (an image in; boxes, scores, labels out), checked on an image of\n"
+                    "the run.",
         epilog="examples:\n"
                "  %(prog)s work_dirs/classification/model/last.pth --out model.onnx\n"
                "  %(prog)s work_dirs/classification/model/model_final.pth --out model.ts --batch 4\n"
