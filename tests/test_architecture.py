@@ -19,11 +19,12 @@ LAYERS = [
     {"distributed"},  # processes: launching, process groups, collectives, signals, the watchdog
     {"parallel"},  # strategies: how a model is spread over devices
     {"checkpoint", "data"},  # checkpoint files and the manager; samplers, loaders, datasets
+    {"fault_tolerance"},  # replica groups through torchft: quorum, commit, the data they deal, healing, DiLoCo
     {"engine"},  # the loop, its events and state
     {"callbacks", "metric", "loggers", "scheduler", "criterion", "optimizer", "models", "pruning", "export"},
     {"tasks", "hpo", "tuning", "study", "integrations", "cli", "__main__"},  # applications
 ]
-BUILDING_BLOCKS = LAYERS[5]
+BUILDING_BLOCKS = LAYERS[6]
 ENGINE_PROTOCOL = {"engine.events", "engine.state"}  # what the building blocks may take from the engine
 MAX_MODULE_LINES = 350
 

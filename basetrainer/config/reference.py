@@ -9,6 +9,7 @@ import yaml
 
 VALUE_COLUMN = 32  # where the comments of a YAML reference start
 WIDTH = 118
+MIN_COMMENT_WIDTH = 40  # narrower than this beside a long default, a comment goes above it
 LONG_ACCEPTS = 200  # characters of what a key accepts that still fit a table's cell
 
 
@@ -27,8 +28,17 @@ def yaml_reference(schema, groups: dict, header: str) -> str:
             continue
         lines += ["", f"# {'-' * 64} {title}"]
         for setting in settings:
-            lines += _commented(f"{setting.name}: {yaml_text(setting.default)}", _comment(setting))
+            lines += _setting_lines(setting)
     return "\n".join(lines) + "\n"
+
+
+def _setting_lines(setting) -> list:
+    """``key: default`` with its comment; a mapping too long for one line beside its comment, one field a line."""
+    code = f"{setting.name}: {yaml_text(setting.default)}"
+    if len(code) + 2 > WIDTH - MIN_COMMENT_WIDTH and isinstance(setting.default, dict):
+        fields = [f"  {name}: {yaml_text(value)}" for name, value in setting.default.items()]
+        return [*_commented(f"{setting.name}:", _comment(setting)), *fields]
+    return _commented(code, _comment(setting))
 
 
 def markdown_reference(schema, groups: dict, flags: bool = True) -> str:

@@ -78,6 +78,8 @@ class TrainerHooks:
         self.optimizer = self.build_optimizer(cfg, **kwargs)
         self.strategy.check_optimizer(self.model, self.optimizer)  # FSDP: it must hold the sharded parameters
         self.strategy.attach_optimizer(self.optimizer)  # DDP's local SGD: averaging after the steps
+        if self.replica_groups is not None:  # they deal the data; DiLoCo's outer optimizer
+            self.replica_groups.prepare(self.train_loader, self.model, self.strategy, self.state)
         if self.options.lr_scaling.enabled and self.optimizer is not None:  # before the callbacks: schedules and
             self.lr_scaling = LRScaling(self.options.lr_scaling, self.optimizer, self.train_loader, self.state)
             self.lr_scaling.apply()  # warm-up start from the scaled rate

@@ -3,6 +3,7 @@ import math
 
 import torch
 
+from ..distributed import comm
 from ..errors import NonFiniteLossError
 from ..utils.batch import stack_scalars
 
@@ -79,6 +80,16 @@ class LossTally:
     def pending_finite(self):
         """Whether every pending loss is finite, as a 0-d bool tensor (no host sync); None when none is pending."""
         return torch.isfinite(stack_scalars(self._losses)).all() if self._losses else None
+
+    def step_is_finite(self, grad_norm: torch.Tensor, device) -> bool:
+        """Whether the gradients' norm and every pending loss are finite on every rank (each takes the same
+        decision)."""
+        flag = torch.isfinite(grad_norm.float())
+        losses_finite = self.pending_finite()
+        if losses_finite is not None:
+            flag = flag & losses_finite
+        bad = (~flag).to(torch.int32).reshape(1)
+        return not bool(comm.all_reduce_max(bad.to(device))[0])
 
     def discard(self) -> None:
         """Drops the pending losses (a skipped optimizer step's batches): they count nowhere."""

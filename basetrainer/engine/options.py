@@ -9,6 +9,7 @@ import torch
 
 from ..distributed import comm
 from ..errors import ConfigError
+from ..fault_tolerance.options import FaultTolerance
 from ..parallel.communication import Communication
 from ..parallel.mesh import MeshShape
 from ..parallel.plans import PipelinePlan
@@ -84,6 +85,7 @@ class LoopOptions:
     activation_checkpointing: tuple
     async_checkpoint: bool
     communication: Communication
+    fault_tolerance: FaultTolerance
     mesh: Optional[MeshShape]
     tensor_parallel_plan: Optional[dict]
     pipeline: Optional[PipelinePlan]
@@ -116,10 +118,15 @@ class LoopOptions:
                               f"set (in the trainer's config): a run is one or the other; set num_epochs: null to "
                               f"train for max_iters")
         profile = values.pop("profile")
-        communication = _communication(values.pop("local_sgd"), values.pop("grad_compression"),
+        local_sgd = values.pop("local_sgd")
+        fault_tolerance = FaultTolerance.from_settings(values.pop("fault_tolerance"), local_sgd)
+        if fault_tolerance.diloco:  # across the replica groups, not between DDP's processes
+            local_sgd = {**local_sgd, "period": 0}
+        communication = _communication(local_sgd, values.pop("grad_compression"),
                                        values.pop("powersgd"), values["strategy"], _amp_dtype(values["amp"], device))
         parallel = values.pop("parallel")
         mesh = _mesh(parallel, communication)
+        _check_fault_tolerance(fault_tolerance, mesh, values["strategy"], values["accumulate_grad_batches"])
         return cls(**{
             **values,
             "amp": _amp_dtype(values["amp"], device),
@@ -131,6 +138,7 @@ class LoopOptions:
             "watchdog_factor": float(values["watchdog_factor"]),
             "clip_grad_norm": float(values["clip_grad_norm"]),
             "communication": communication,
+            "fault_tolerance": fault_tolerance,
             "mesh": mesh,
             "tensor_parallel_plan": parallel["tensor_parallel"]["plan"],
             "pipeline": _pipeline(parallel, mesh, _amp_dtype(values["amp"], device)),
@@ -160,6 +168,25 @@ def _communication(local_sgd: dict, compression: str, powersgd: dict, strategy: 
         raise ConfigError("local_sgd with amp: fp16: each replica's gradient scaler would skip steps on its own and "
                           "the replicas would stop averaging together; use amp: bf16 or none")
     return communication
+
+
+def _check_fault_tolerance(fault_tolerance: FaultTolerance, mesh: Optional[MeshShape], strategy: str,
+                           accumulation: int) -> None:
+    """What cannot go with replica groups, refused before anything is built."""
+    if not fault_tolerance.enabled:
+        return
+    if mesh is not None and (mesh.tp != 1 or mesh.pp != 1):
+        raise ConfigError("fault_tolerance with tensor or pipeline parallel (parallel.mesh tp or pp): the groups "
+                          "average whole replicas; set parallel.mesh tp: 1 and pp: 1 (FSDP/HSDP inside a group), or "
+                          "fault_tolerance.replica_groups: 0")
+    if fault_tolerance.diloco and (strategy == "fsdp" or mesh is not None):
+        raise ConfigError("local_sgd.mode: diloco keeps whole outer weights beside the model, and strategy fsdp (or "
+                          "parallel.mesh) shards it: use strategy: ddp inside each replica group, or local_sgd.mode: "
+                          "average with local_sgd.period: 0")
+    if accumulation > 1:
+        raise ConfigError(f"fault_tolerance with accumulate_grad_batches {accumulation}: an epoch's length follows "
+                          f"the groups alive, so accumulation windows would not line up; set "
+                          f"accumulate_grad_batches: 1 and a larger batch_size")
 
 
 def _mesh(parallel: dict, communication: Communication) -> Optional[MeshShape]:

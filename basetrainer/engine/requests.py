@@ -61,6 +61,9 @@ class TrainerRequests:
             seed_everything(self.seed + self.rank)  # dropout, augmentation: per rank, reproducibly
         elif self.is_main_process:
             log_resume(path, self.state)
+        if self.replica_groups is not None:  # behind the live groups (a restart): their state, from memory
+            self.replica_groups.join(self.checkpoints.state_dict, lambda state: self.checkpoints.load_state_dict(
+                state, name="a live replica group's training state"))
 
     def _track_checkpoint_parts(self):
         """Hands the checkpoint manager what a training checkpoint holds, in the order a resume loads it."""
@@ -77,6 +80,7 @@ class TrainerRequests:
             **({"lr_scaling": self.lr_scaling} if self.lr_scaling is not None else {}),  # after the layout it reads
             "config": parts.ConfigRecord(to_plain(self.cfg), self.resume_settings),
             **self.strategy.checkpoint_parts(),
+            **(self.replica_groups.checkpoint_parts() if self.replica_groups is not None else {}),
         }, position=state.position, reseed=reseed)
 
     def loader(self, phase: str):

@@ -13,7 +13,17 @@ from ..parallel.plans import SCHEDULE_NAMES, STYLES
 
 AMP_ALIASES = {"false": "none", "no": "none", "off": "none", "fp32": "none", "0": "none",
                "bfloat16": "bf16", "float16": "fp16", "half": "fp16", True: "true", False: "none"}
-LOCAL_SGD = Fields(period=(Integer(minimum=0), 0), warmup_steps=(Integer(minimum=0), 0))
+LOCAL_SGD = Fields(period=(Integer(minimum=0), 0), warmup_steps=(Integer(minimum=0), 0),
+                   mode=(Choice("average", "diloco"), "average"), outer_lr=(Number(minimum=0, maximum=1e3, above=True), 0.7),
+                   outer_momentum=(Number(minimum=0, maximum=1, below=True), 0.9), outer_nesterov=(Boolean(), True),
+                   fragments=(Integer(minimum=1), 1), fragment_sync_delay=(Integer(minimum=0), 0))
+LIGHTHOUSE = Text(pattern=r"auto|(https?://)?[A-Za-z0-9_.\-\[\]:]+:[0-9]+",
+                  meaning="auto or a lighthouse address, http://host:port", plural="lighthouse addresses")
+FAULT_TOLERANCE = Fields(replica_groups=(Integer(minimum=0), 0), group_id=(Integer(minimum=0), None),
+                         lighthouse=(LIGHTHOUSE, "auto"), min_replicas=(Integer(minimum=1), 1),
+                         heartbeat_ms=(Integer(minimum=10, maximum=3_600_000), 1000),
+                         join_timeout_ms=(Integer(minimum=0, maximum=3_600_000), 30_000),
+                         max_restarts=(Integer(minimum=0), 3), timeout=(Number(minimum=0, maximum=1e6, above=True), 60.0))
 # DDP lays out its gradient buckets anew after its first step: PowerSGD starts at step 2 at the earliest
 POWERSGD = Fields(rank=(Integer(minimum=1), 1), start_step=(Integer(minimum=2), 10))
 MESH_SIZE = Integer(minimum=-1)  # -1: inferred from the number of processes (0 is refused with the product)
@@ -117,7 +127,18 @@ LOOP_SETTINGS = Schema([
     Setting("local_sgd", LOCAL_SGD, LOCAL_SGD.defaults(),
             "ddp: each process steps on its own gradients and the processes average their parameters every period "
             "optimizer steps (0: off, plain DDP), after warmup_steps steps of plain DDP (post-local SGD); "
-            "see the communication guide", group="runtime"),
+            "mode diloco (under fault_tolerance): the replica groups step alone and every period steps take an "
+            "outer step (SGD: outer_lr, outer_momentum, outer_nesterov) on their averaged change, one of fragments "
+            "parts of the model at a time, its average waited for fragment_sync_delay steps later (streaming "
+            "DiLoCo); see the communication guide", group="runtime"),
+    Setting("fault_tolerance", FAULT_TOLERANCE, FAULT_TOLERANCE.defaults(),
+            "replica_groups copies of the model train together through torchft (0: off): a group that dies drops "
+            "out and the others go on; restarted (up to max_restarts times, by the local job), it takes the "
+            "training state from a live group; lighthouse auto (started by this job) or http://host:port; "
+            "group_id: this command is that one group (null: the local job starts them all); min_replicas groups "
+            "must commit each step; heartbeat_ms: a silent group drops out after this long; join_timeout_ms: how "
+            "long a quorum waits for a live group late to it; timeout: of each collective, quorum and state "
+            "transfer, seconds; see the faults guide", group="runtime"),
     Setting("grad_compression", Choice("none", "bf16", "fp16", "powersgd"), "none",
             "ddp: gradients all-reduced as none (fp32), bf16, fp16 or powersgd (low-rank factors)", group="runtime"),
     Setting("powersgd", POWERSGD, POWERSGD.defaults(),

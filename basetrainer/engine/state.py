@@ -98,6 +98,19 @@ class RunState:
         positions, equal checkpoints."""
         return (*self.resume_position(), self.global_step, self.evaluation_pending)
 
+    def accumulation_window(self, batch: int) -> tuple:
+        """(whether ``batch`` ends its accumulation window, that window's size).
+
+        The last window of an epoch may be shorter, and is divided by its own size so
+        that every optimizer step averages over the batches it saw.
+        """
+        n, per_epoch = self.accumulate_grad_batches, self.batches_per_epoch
+        if n == 1:
+            return True, 1
+        full = (per_epoch // n) * n if per_epoch else None
+        size = n if full is None or batch < full else per_epoch - full
+        return (batch % n) + 1 == size, size
+
     # ------------------------------------------------------------------ checkpoint part
     def state_dict(self) -> dict:
         """The checkpoint's entries for the run: where it resumes, its counters, and the interrupted

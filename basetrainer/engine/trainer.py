@@ -22,6 +22,9 @@ from ..checkpoint.manager import CheckpointManager
 from ..checkpoint.rng import set_rng_state
 from ..data import loaders as data
 from ..distributed import comm, watchdog
+from ..fault_tolerance import start_replica_groups
+from ..fault_tolerance.batches import group_batches
+from ..fault_tolerance.replica_groups import left_after
 from ..parallel.mesh import build_mesh
 from ..utils.batch import batch_size, move_to_device, total_loss
 from ..utils.log import get_logger
@@ -87,8 +90,11 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         self.cfg = cfg
         self.world_size, self.rank, self.local_rank = comm.get_world_size(), comm.get_rank(), comm.get_local_rank()
         self.is_main_process = comm.is_main_process()
-        self.options = options = LoopOptions.from_config(cfg)  # every key checked before anything is made
+        options = LoopOptions.from_config(cfg)  # every key checked before anything is made
         self.device = comm.get_device(options.gpu_id)
+        # fault_tolerance: this process's replica group (None without), and its own work_dir in groups other than 0
+        self.replica_groups, self.options = start_replica_groups(options, self.device, cfg)
+        options = self.options
         self.mesh = build_mesh(options.mesh, self.device)  # before the loaders, which shard by data-parallel rank
         make_deterministic(options.deterministic)  # before CUDA does any work
         self.seed = options.seed
@@ -115,7 +121,8 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         logs = {"train": {}, "test": {}, **(logs or {})}
         self.events = CallbackList(self.callbacks + self._builtin_callbacks(), trainer=self)
         state = self.state
-        with self.preemption.watching(), data.workers_shut_down_after(self.train_loader, self.test_loader):
+        with self.preemption.watching(), data.workers_shut_down_after(self.train_loader, self.test_loader), \
+                left_after(self.replica_groups):
             self.resume_or_seed()
             self.preemption.check_start_up()  # a stop signal while loaders, model or checkpoint loaded
             state.logs, state.stop_requested = logs, False
@@ -175,7 +182,12 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         self.events.fire(Event.EPOCH_BEGIN, epoch, logs)
         self.model.train()
         owed = state.evaluation_pending
-        batches = iter(()) if owed == "end" else data.iterate_from(self.train_loader, epoch, state.start_batch)
+        if owed == "end":
+            batches = iter(())
+        elif self.replica_groups is not None:  # this group's share of what the groups alive have not read yet
+            batches = group_batches(self.replica_groups, self.train_loader, epoch)
+        else:
+            batches = data.iterate_from(self.train_loader, epoch, state.start_batch)
         self.checkpoints.restore_random_streams()  # after positioning the loader, so skipped batches draw nothing
         if owed == "batch" and self._end_batch(state.start_batch - 1, logs):
             return iter(())
@@ -199,7 +211,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         ``Strategy.forward_backward``), and the optimizer step at the end of each accumulation window. Returns
         ``(outputs, losses)``."""
         state = self.state
-        step_now, window = self._accumulation_window(state.batch)
+        step_now, window = state.accumulation_window(state.batch)
         state.accumulating = not step_now
         with self._gradient_sync(step_now):
             outputs, losses = self.strategy.forward_backward(self.model, self._forward, inputs, window, self.scaler)
@@ -225,8 +237,11 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         return outputs, losses
 
     def optimizer_step(self):
-        """Unscale, clip, check, step and clear the gradients."""
-        optimizer, scaler, options = self.optimizer, self.scaler, self.options
+        """Unscale, clip, check, step and clear the gradients; under ``fault_tolerance``, only a step every replica
+        group alive completed (a dropped one is undone on every group and its batches read again)."""
+        optimizer, scaler, options, groups = self.optimizer, self.scaler, self.options, self.replica_groups
+        if groups is not None and not groups.step_agreed(self.model):
+            return self._drop_step()
         if options.clip_grad_norm > 0 or options.nonfinite_loss == "skip":
             if not self._clip_and_check_gradients():
                 return
@@ -237,6 +252,8 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         self.state.global_step += 1
+        if groups is not None:
+            groups.after_step()  # DiLoCo: the outer step at the end of its period
 
     def _clip_and_check_gradients(self) -> bool:
         """Unscales and clips the gradients (``clip_grad_norm``); under ``nonfinite_loss: skip``,
@@ -248,17 +265,21 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         grad_norm = self.strategy.clip_grad_norm(self.model, max_norm)
         if self.options.nonfinite_loss != "skip":
             return True
-        if self._step_is_finite(grad_norm):
+        if state.loss_tally.step_is_finite(grad_norm, self.device):
             state.loss_tally.fold()  # this step's losses, known finite
             return True
-        state.loss_tally.discard()
-        optimizer.zero_grad(set_to_none=True)
+        self._drop_step()
         if scaler is not None:
             scaler.update()
-        state.skipped_steps += 1
         logger.warning("skipped the optimizer step at epoch %d, batch %d: non-finite loss or gradients",
                        state.epoch + 1, state.batch + 1)
         return False
+
+    def _drop_step(self) -> None:
+        """Leaves this step's gradients and losses out (counted in ``skipped_steps``)."""
+        self.state.loss_tally.discard()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.state.skipped_steps += 1
 
     def test_epoch(self, logs):
         """One evaluation over every test set (see :func:`basetrainer.engine.evaluation.evaluate`)."""
@@ -296,19 +317,6 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         during = "during evaluation " if evaluation_pending else ""
         self.preemption.interrupt(f"{during}at epoch {state.epoch + 1}, batch {state.batch + 1} ({where})")
 
-    def _accumulation_window(self, batch):
-        """(whether ``batch`` ends its accumulation window, that window's size).
-
-        The last window of an epoch may be shorter, and is divided by its own size so
-        that every optimizer step averages over the batches it saw.
-        """
-        n, per_epoch = self.state.accumulate_grad_batches, self.num_batches
-        if n == 1:
-            return True, 1
-        full = (per_epoch // n) * n if per_epoch else None
-        size = n if full is None or batch < full else per_epoch - full
-        return (batch % n) + 1 == size, size
-
     def _gradient_sync(self, sync: bool):
         """Inside an accumulation window the gradients stay local until its last batch."""
         return contextlib.nullcontext() if sync else self.strategy.no_gradient_sync(self.model)
@@ -333,14 +341,6 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         if self.options.amp is None:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.options.amp)
-
-    def _step_is_finite(self, grad_norm) -> bool:
-        flag = torch.isfinite(grad_norm.float())
-        losses_finite = self.state.loss_tally.pending_finite()
-        if losses_finite is not None:
-            flag = flag & losses_finite
-        bad = (~flag).to(torch.int32).reshape(1)
-        return not bool(comm.all_reduce_max(bad.to(self.device))[0])  # every rank takes the same decision
 
     def _builtin_callbacks(self):
         builtins = [ProgressBar()] if self.options.progress else []

@@ -28,6 +28,7 @@ class Strategy:
     name = "single"
     sharded_checkpoint = False  # True: checkpoints are directories of per-rank shards (basetrainer.checkpoint.sharded)
     pipeline = None  # a basetrainer.parallel.pipeline.Pipeline where the model's stages are spread over processes
+    replica_weights = None  # under DiLoCo across replica groups: a context that swaps in the groups' outer weights
 
     def __init__(self, device: torch.device, channels_last: bool = False, activation_checkpointing=(),
                  compile: bool = False):
@@ -110,12 +111,16 @@ class Strategy:
     def averaged_weights(self, model: nn.Module):
         """A context in which ``model`` holds the weights evaluation, checkpoints and exports use: those every
         replica holds alike. Here the model's own (it yields False: nothing swapped in); under DDP's local SGD,
-        where the replicas differ between averagings, their average (it yields True)."""
-        return contextlib.nullcontext(False)
+        where the replicas differ between averagings, their average, and under DiLoCo across replica groups
+        (:mod:`basetrainer.fault_tolerance.diloco`) the outer weights (it yields True)."""
+        return self.replica_weights() if self.replica_weights is not None else contextlib.nullcontext(False)
 
     def model_state_dict(self, model: nn.Module) -> dict:
-        """The full weights on the CPU, keys without wrapper prefixes (every rank calls it)."""
-        return {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()}
+        """The full weights on the CPU, keys without wrapper prefixes (every rank calls it): those every replica
+        holds alike (:meth:`averaged_weights`; copied when swapped in, since the replica's own are put back)."""
+        with self.averaged_weights(model) as averaged:
+            weights = {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()}
+            return {key: value.clone() for key, value in weights.items()} if averaged else weights
 
     def gather_stages(self, state: dict) -> dict:
         """``state``, keyed by the model's parameter names, whole on rank 0: under a pipeline, where each process

@@ -67,14 +67,9 @@ class DDPStrategy(Strategy):
         self.communication.attach_optimizer(optimizer)
 
     def averaged_weights(self, model: nn.Module):
+        if self.replica_weights is not None:  # DiLoCo across replica groups; within one, DDP's replicas are equal
+            return super().averaged_weights(model)
         return self.communication.averaged_weights()
-
-    def model_state_dict(self, model: nn.Module) -> dict:
-        """The weights of every replica alike: under local SGD their average (copied: the replica's own
-        are put back after)."""
-        with self.averaged_weights(model) as averaged:
-            weights = super().model_state_dict(model)
-            return {key: value.clone() for key, value in weights.items()} if averaged else weights
 
     def checkpoint_parts(self) -> dict:
         return self.communication.checkpoint_parts()

@@ -10,6 +10,7 @@ from basetrainer.config.flags import flag_help
 from basetrainer.engine.lr_scaling import LRScalingRule
 from basetrainer.engine.options import LoopOptions
 from basetrainer.engine.settings import LOOP_SETTINGS
+from basetrainer.fault_tolerance import FaultTolerance
 from basetrainer.parallel.communication import Communication
 from basetrainer.tasks import reference
 from basetrainer.tasks.classification_config import get_parser, parse_config
@@ -89,7 +90,7 @@ def test_loop_options_of_an_empty_config_are_the_declared_defaults():
     read = {name: getattr(options, name) for name in declared}
     # Read into their field's form: "auto" is the bar, a list a tuple, no amp no dtype, lr_scaling a rule.
     assert read == {**declared, "amp": None, "fsdp_shard": (), "activation_checkpointing": (),
-                    "lr_scaling": LRScalingRule("none", None)}
+                    "lr_scaling": LRScalingRule("none", None), "fault_tolerance": FaultTolerance()}
     assert options.communication == Communication()  # plain DDP
     assert options.mesh is None and options.tensor_parallel_plan is None
 

@@ -1,0 +1,63 @@
+"""Live fault tolerance: replica groups that train together through torchft, and go on when one dies.
+
+The job is split into ``fault_tolerance.replica_groups`` groups, each a whole copy of the model (one process,
+or several under DDP or FSDP inside the group). Before each step the groups alive form a quorum through the
+lighthouse; they average their gradients (or, under ``local_sgd: {mode: diloco}``, take an outer step every few
+steps: :mod:`.diloco`), and the step counts only when every group alive completed it (:mod:`.replica_groups`).
+A group that dies drops out of the next quorum and the others go on, reading its share of the data
+(:mod:`.batches`); restarted, it takes the training state of a live group at its first quorum, from memory, and
+continues alike. The processes (the lighthouse, one command per group, their restarts) are
+:mod:`basetrainer.distributed.replica_groups`'s.
+
+torchft is an extra (``pip install "basetrainer[torchft]"``), imported only when ``fault_tolerance`` is set.
+"""
+import dataclasses
+import os
+
+from ..errors import ConfigError
+from .options import DiLoCoOptions, FaultTolerance
+
+__all__ = ["DiLoCoOptions", "FaultTolerance", "start_replica_groups"]
+
+GROUP_VARIABLE, LIGHTHOUSE_VARIABLE = "BASETRAINER_REPLICA_GROUP", "BASETRAINER_LIGHTHOUSE"
+
+
+def start_replica_groups(options, device, cfg):
+    """This process's :class:`~.replica_groups.ReplicaGroups` for the trainer's ``options`` (a LoopOptions), or
+    None without ``fault_tolerance``, with the options to train with: a group other than 0 writes its run
+    directory under ``work_dir/replica_groups/<group>`` (its logs, checkpoints, config), which ``cfg.work_dir``
+    then names too, so that the groups' files never collide and each resumes from its own."""
+    settings = options.fault_tolerance
+    if not settings.enabled:
+        return None, options
+    group_id = settings.group_id if settings.group_id is not None else _environment_int(GROUP_VARIABLE)
+    lighthouse = os.environ.get(LIGHTHOUSE_VARIABLE) or (None if settings.lighthouse == "auto" else settings.lighthouse)
+    if group_id is None:
+        raise ConfigError("fault_tolerance is set and this process belongs to no replica group: start the job "
+                          "through launch() (examples/example.py does), which starts the groups, or set "
+                          "fault_tolerance.group_id")
+    if lighthouse is None:
+        raise ConfigError("fault_tolerance.lighthouse: auto is started by launch() for the whole local job; this "
+                          "process runs one group alone: give the lighthouse's address (http://host:port)")
+    if group_id and options.work_dir:
+        work_dir = os.path.join(options.work_dir, "replica_groups", str(group_id))
+        _set(cfg, "work_dir", work_dir)
+        options = dataclasses.replace(options, work_dir=work_dir)
+    from .replica_groups import ReplicaGroups  # imports torchft: only when asked
+    return ReplicaGroups(settings, group_id, _with_scheme(lighthouse), device), options
+
+
+def _environment_int(name: str):
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else None
+
+
+def _with_scheme(address: str) -> str:
+    return address if "://" in address else f"http://{address}"
+
+
+def _set(cfg, key: str, value) -> None:
+    if isinstance(cfg, dict):
+        cfg[key] = value
+    else:
+        setattr(cfg, key, value)

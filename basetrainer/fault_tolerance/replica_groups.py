@@ -1,0 +1,253 @@
+"""This process's replica group among the others: torchft's Manager, the quorum before a step, the commit after it.
+
+A step (or, under DiLoCo, a run of steps up to an outer step: a *commit unit*) goes:
+
+1. **quorum** (:meth:`ReplicaGroups.quorum`, asked for by the batches before the unit's first batch is read): the
+   lighthouse names the groups alive; a group behind the others (one that just started) receives the training
+   state of a live one here, and the batches are dealt over the groups alive (:mod:`.batches`);
+2. the unit's forward and backward, and the gradients averaged over the groups (or, under DiLoCo, the local
+   steps and the averaged change: :mod:`.diloco`);
+3. **commit** (:meth:`ReplicaGroups.commit`): every group's collectives succeeded, so the optimizer steps and the
+   data the unit read counts as read; otherwise every group drops the step, says so, and reads that data again.
+
+The training state a group hands a peer is the one a checkpoint holds (the trainer's checkpoint manager), at the
+quorum, between two units; torchft sends it over HTTP from the peer's memory, not through the disk.
+"""
+import contextlib
+import datetime
+import importlib.util
+import os
+import time
+import warnings
+
+import torch
+
+from ..distributed import comm
+from ..errors import ConfigError
+from ..utils.log import get_logger
+from .batches import check_loader, planned_batches
+from .diloco import DiLoCo
+
+logger = get_logger()
+
+TORCHFT_EXTRA = 'pip install "basetrainer[torchft]"'
+
+
+def import_torchft():
+    """torchft's modules, or a one-line error naming the pip command."""
+    if importlib.util.find_spec("torchft") is None:
+        raise ConfigError(f"fault_tolerance needs torchft: {TORCHFT_EXTRA}")
+    os.environ.setdefault("RUST_LOG", "warn")  # torchft's quorum and commit lines, every step, at info
+    warnings.filterwarnings("ignore", message="The given buffer is not writable")  # its state transfer's reader
+    import torchft.manager
+    import torchft.process_group
+    return torchft
+
+
+class ReplicaGroups:
+    """One replica group's view of the job (see the module docstring).
+
+    ``options``: the run's :class:`~.options.FaultTolerance`; ``group_id``: this group's number; ``lighthouse``: the
+    lighthouse's address; ``device``: where the gradients live (gloo between groups on the CPU, NCCL on GPUs).
+    The Manager starts in :meth:`join`, once the trainer is built, so that a starting group is not waited for
+    by the others while it builds."""
+
+    def __init__(self, options, group_id: int, lighthouse: str, device: torch.device):
+        self.options, self.group_id, self.lighthouse, self.device = options, group_id, lighthouse, device
+        self.torchft = import_torchft()
+        self.manager = None
+        self.epoch, self.samples_committed = 0, 0  # where the committed units left the epoch's order
+        self.samples_pending = 0  # samples the steps of the unit under way read (counted at its commit)
+        self.steps_pending = 0  # optimizer steps of the unit under way
+        self.participants = (0, None)  # (groups alive, this group's place among them) at the last quorum
+        self.dropped_steps = 0
+        self.diloco = None  # a DiLoCo, under local_sgd mode diloco
+        self._quorum_pending = False  # a quorum is made for the unit under way
+        self._healed = False  # this group took a peer's state at the last quorum
+        self._in_loop = False  # the training loop runs: a heal now would be mid-run
+        self._saved_manager = None  # the Manager's step and count of a checkpoint resumed from before it started
+        self._store = None
+
+    # ------------------------------------------------------------------ joining
+    def join(self, save_state, load_state) -> bool:
+        """Starts the Manager and takes part in the first quorum; returns whether this group healed from a peer.
+
+        ``save_state()`` gives the training state a peer behind receives, ``load_state(state)`` takes a peer's."""
+        def load(state):
+            load_state(state)
+            self._healed = True
+
+        start = time.perf_counter()
+        self.manager = self._make_manager()
+        if self._saved_manager is not None:
+            self.manager.load_state_dict(self._saved_manager)
+        self.manager.register_state_dict_fn("basetrainer", load, save_state)
+        self.quorum()
+        healed, self._healed, self._in_loop = self._healed, False, True
+        count, place = self.participants
+        if healed:
+            logger.warning("replica group %d: took the training state of a live group (step %d, epoch %d) in %.2f s; "
+                           "%d group(s) alive", self.group_id, self.manager.current_step(), self.epoch + 1,
+                           time.perf_counter() - start, count)
+        else:
+            logger.info("replica group %d: joined at step %d, %d group(s) alive, this one %s", self.group_id,
+                        self.manager.current_step(), count, place)
+        return healed
+
+    def _make_manager(self):
+        torchft, options = self.torchft, self.options
+        timeout = datetime.timedelta(seconds=options.timeout)
+        if self.device.type == "cuda":
+            process_group = torchft.process_group.ProcessGroupNCCL(timeout=timeout)
+        else:
+            process_group = torchft.process_group.ProcessGroupGloo(timeout=timeout)
+        host, port = self._group_store()
+        return torchft.manager.Manager(
+            pg=process_group, load_state_dict=None, state_dict=None, min_replica_size=options.min_replicas,
+            use_async_quorum=False,  # the quorum decides the batches, so it comes before they are read
+            timeout=timeout, quorum_timeout=timeout, connect_timeout=timeout,
+            rank=comm.get_rank(), world_size=comm.get_world_size(), store_addr=host, store_port=port,
+            lighthouse_addr=self.lighthouse, replica_id=f"group_{self.group_id}",
+            heartbeat_interval=datetime.timedelta(milliseconds=max(10, options.heartbeat_ms // 10)))
+
+    def _group_store(self):
+        """The TCPStore through which this group's processes find their Manager: made by the group's first
+        process on a free port."""
+        host = os.environ.get("MASTER_ADDR", "localhost") if comm.get_world_size() > 1 else "localhost"
+        port = None
+        if comm.get_rank() == 0:
+            self._store = torch.distributed.TCPStore(host, 0, is_master=True, wait_for_workers=False)
+            port = self._store.port
+        return host, comm.broadcast_object(port)
+
+    # ------------------------------------------------------------------ the trainer's parts
+    def prepare(self, loader, model, strategy, state) -> None:
+        """Called once the trainer is built: checks the training loader (the groups deal its data, see
+        :mod:`.batches`), plans the epoch's batches for every group alive, and under DiLoCo makes the outer
+        optimizer over ``model`` and gives the strategy its outer weights for evaluation, checkpoints and export."""
+        check_loader(loader)
+        state.batches_per_epoch = planned_batches(loader, self.options.replica_groups)
+        if self.options.diloco is not None:
+            self.diloco = DiLoCo(self.options.diloco, self, model)
+            strategy.replica_weights = self.diloco.outer_weights
+
+    def checkpoint_parts(self) -> dict:
+        """This group's parts of a checkpoint: the epoch's position and the Manager's step; DiLoCo's outer weights,
+        own weights and outer momentum."""
+        return {"fault_tolerance": self, **({"diloco": self.diloco} if self.diloco is not None else {})}
+
+    def step_agreed(self, model) -> bool:
+        """Before the optimizer steps: whether it may. Averaging gradients, they are averaged over the groups alive
+        and the step commits or is dropped here; under DiLoCo every inner step may (its sync is :meth:`after_step`)."""
+        if self.diloco is not None:
+            return True
+        self.average_gradients(model.parameters())
+        return self.commit()
+
+    def after_step(self) -> None:
+        """After the optimizer stepped: DiLoCo's sync when due."""
+        if self.diloco is not None:
+            self.diloco.after_step()
+
+    # ------------------------------------------------------------------ each unit
+    def quorum(self):
+        """The quorum of the unit under way, made now if the unit has not started: ``(groups alive, this group's
+        place)``. A group that has fallen behind the others mid-run (it missed a commit) cannot take their state
+        in the middle of the loop: it ends, and its restart heals at :meth:`join`."""
+        if self._quorum_pending:
+            return self.participants
+        self.manager.start_quorum()
+        self._quorum_pending = True
+        if self._healed and self._in_loop:
+            raise RuntimeError(f"replica group {self.group_id} fell behind the others and took their state mid-run; "
+                               f"it restarts to rejoin at step {self.manager.current_step()}")
+        alive = (self.manager.num_participants(), self.manager.participating_rank())
+        if self.participants[0] and alive[0] != self.participants[0]:
+            logger.warning("replica group %d: %d group(s) alive, was %d (step %d)", self.group_id, alive[0],
+                           self.participants[0], self.manager.current_step())
+        self.participants = alive
+        return alive
+
+    def read(self, samples: int) -> None:
+        """The batches of one step were handed out: ``samples`` over every group alive (counted at the commit)."""
+        self.samples_pending += samples
+        self.steps_pending += 1
+
+    def commit(self) -> bool:
+        """Whether every group alive completed the unit (torchft's ``should_commit``): then its samples count as
+        read; if not, the unit is dropped on every group and its samples are dealt again."""
+        committed = self.manager.should_commit()
+        self._quorum_pending = False
+        if committed:
+            self.samples_committed += self.samples_pending
+        else:
+            self.dropped_steps += 1
+            logger.warning("replica group %d: the groups did not commit step %d (a group failed during it): the step "
+                           "is dropped on every group and its %d samples are read again", self.group_id,
+                           self.manager.current_step() + 1, self.samples_pending)
+        self.samples_pending, self.steps_pending = 0, 0
+        return committed
+
+    def average_gradients(self, parameters) -> None:
+        """Averages the gradients of ``parameters`` over the groups alive, in one flat all-reduce (a parameter
+        without a gradient sends zeros, so that every group sends as much)."""
+        parameters = [p for p in parameters if p.requires_grad]
+        for parameter in parameters:
+            if parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
+        gradients = [_local(parameter.grad) for parameter in parameters]
+        flat = torch._utils._flatten_dense_tensors(gradients)
+        self.manager.allreduce(flat).wait()
+        for gradient, averaged in zip(gradients, torch._utils._unflatten_dense_tensors(flat, gradients)):
+            gradient.copy_(averaged)
+
+    def allreduce(self, flat: torch.Tensor):
+        """Averages ``flat`` over the groups alive; returns torchft's work (``.wait()``)."""
+        return self.manager.allreduce(flat)
+
+    # ------------------------------------------------------------------ the epoch's position
+    def start_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch, self.samples_committed = epoch, 0
+
+    @property
+    def position(self) -> int:
+        """Samples of the epoch's order read by the steps handed out so far (committed or under way)."""
+        return self.samples_committed + self.samples_pending
+
+    # ------------------------------------------------------------------ checkpoint part
+    def state_dict(self) -> dict:
+        return {"fault_tolerance": {"epoch": self.epoch, "samples": self.samples_committed,
+                                    "pending": [self.samples_pending, self.steps_pending],
+                                    "manager": self.manager.state_dict() if self.manager is not None else None}}
+
+    def load_state_dict(self, saved: dict, name: str) -> None:
+        part = saved.get("fault_tolerance")
+        if part is None:
+            return  # a checkpoint of a run without replica groups: the epoch's order starts afresh
+        self.epoch, self.samples_committed = part["epoch"], part["samples"]
+        self.samples_pending, self.steps_pending = part["pending"]  # a DiLoCo sync's steps taken, saved mid-way
+        if self.manager is None:
+            self._saved_manager = part["manager"]  # for the Manager, at join
+        elif part["manager"] is not None:
+            self.manager.load_state_dict(part["manager"])
+
+    def shutdown(self) -> None:
+        if self.manager is not None:
+            self.manager.shutdown(wait=False)
+            self.manager = None
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (FSDP inside a group), else the tensor."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+@contextlib.contextmanager
+def left_after(groups):
+    """A context at whose end this group's Manager stops (nothing without replica groups)."""
+    try:
+        yield
+    finally:
+        if groups is not None:
+            groups.shutdown()
