@@ -2,6 +2,8 @@
 
 ``launch`` decides how this process takes part:
 
+- given a config (a mapping among ``args``) whose ``fault_tolerance.replica_groups`` is set and ``group_id`` null:
+  train nothing, supervise the replica groups, running this command once per group (:mod:`.replica_groups`);
 - in a process group made already (Ray Train's workers, :mod:`basetrainer.integrations.ray`): spawn
   nothing, adopt that group, run ``main_func``;
 - started by torchrun (RANK, WORLD_SIZE, LOCAL_RANK set) or as one of several SLURM tasks:
@@ -38,7 +40,7 @@ import torch.multiprocessing as mp
 from .. import errors
 from ..errors import BaseTrainerError, LaunchError, one_line
 from ..utils.log import get_logger
-from . import comm, signals, watchdog
+from . import comm, replica_groups, signals, watchdog
 from .process_group import (
     destroy_process_group,
     init_process_group,
@@ -87,6 +89,8 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
 
 def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_url, distributed, args, timeout,
             caller):
+    if (fault_tolerance := replica_groups.settings_to_supervise(args, num_machines)) is not None:
+        return replica_groups.supervise(fault_tolerance)
     if started_in_a_group():
         return run_in_adopted_group(main_func, args)
     if started_by_torchrun() or started_by_slurm():
@@ -251,7 +255,7 @@ def _worker_error(failed, processes, still_running, reports, first_rank, timeout
     if not reports:
         code = processes[failed].exitcode
         hint = " (out of memory?)" if code == -signal.SIGKILL else ""
-        return LaunchError(f"worker rank {first_rank + failed} {_how(code)}{hint} without reporting an error")
+        return WorkerLost(f"worker rank {first_rank + failed} {_how(code)}{hint} without reporting an error")
     _, rank, type_name, message, trace = min(reports)
     error_type = getattr(errors, type_name, None)
     if isinstance(error_type, type) and issubclass(error_type, BaseTrainerError):
@@ -268,6 +272,13 @@ def _worker_error(failed, processes, still_running, reports, first_rank, timeout
 
 class WorkerFailed(RuntimeError):
     """A worker raised an error that is not a ``BaseTrainerError``; the message holds its traceback."""
+
+
+class WorkerLost(LaunchError):
+    """A worker died without reporting an error (killed: the out-of-memory killer, a failing machine). Exit code 1,
+    as a worker's own failure, not 2 (the user's input): a supervisor restarts such a replica group."""
+
+    exit_code = 1
 
 
 def _drain(queue):
