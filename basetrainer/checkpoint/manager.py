@@ -66,6 +66,17 @@ class CheckpointManager:
         saved.update(self.model.state_dict() if with_weights else self.model.architecture())
         return saved
 
+    def rank_state_dict(self) -> dict:
+        """This rank's training state, gathering nothing (its own random streams in its place): what this rank hands
+        the same rank of another replica group, which asks at a time of its own (see
+        :mod:`basetrainer.fault_tolerance`). Full weights on every rank (DDP), not shards."""
+        saved = {"basetrainer_version": __version__}
+        for part in self.parts.values():
+            saved.update(part.state_dict())
+        saved.update(self.random_streams.own_state_dict())
+        saved.update(self.model.state_dict())
+        return saved
+
     def save(self, path=None) -> str:
         """Writes the training state to ``path`` (default ``path``); every rank calls it. Returns what
         was written: the file, or the sharded directory."""

@@ -131,6 +131,12 @@ class RandomStreams:
     def state_dict(self) -> dict:
         return {"rng": comm.all_gather(get_rng_state())}
 
+    def own_state_dict(self) -> dict:
+        """This rank's streams only, in its place (the others None): gathers nothing."""
+        streams = [None] * self.world_size
+        streams[self.rank] = get_rng_state()
+        return {"rng": streams}
+
     def load_state_dict(self, saved: dict, name: str) -> None:
         streams = saved.get("rng") or []
         if len(streams) == self.world_size:

@@ -126,7 +126,8 @@ class LoopOptions:
                                        values.pop("powersgd"), values["strategy"], _amp_dtype(values["amp"], device))
         parallel = values.pop("parallel")
         mesh = _mesh(parallel, communication)
-        _check_fault_tolerance(fault_tolerance, mesh, values["strategy"], values["accumulate_grad_batches"])
+        _check_fault_tolerance(fault_tolerance, mesh, values["strategy"], communication,
+                               values["accumulate_grad_batches"])
         return cls(**{
             **values,
             "amp": _amp_dtype(values["amp"], device),
@@ -171,18 +172,21 @@ def _communication(local_sgd: dict, compression: str, powersgd: dict, strategy: 
 
 
 def _check_fault_tolerance(fault_tolerance: FaultTolerance, mesh: Optional[MeshShape], strategy: str,
-                           accumulation: int) -> None:
+                           communication: Communication, accumulation: int) -> None:
     """What cannot go with replica groups, refused before anything is built."""
     if not fault_tolerance.enabled:
         return
     if mesh is not None and (mesh.tp != 1 or mesh.pp != 1):
         raise ConfigError("fault_tolerance with tensor or pipeline parallel (parallel.mesh tp or pp): the groups "
-                          "average whole replicas; set parallel.mesh tp: 1 and pp: 1 (FSDP/HSDP inside a group), or "
+                          "average whole replicas; remove parallel.mesh (DDP inside each group), or set "
                           "fault_tolerance.replica_groups: 0")
-    if fault_tolerance.diloco and (strategy == "fsdp" or mesh is not None):
-        raise ConfigError("local_sgd.mode: diloco keeps whole outer weights beside the model, and strategy fsdp (or "
-                          "parallel.mesh) shards it: use strategy: ddp inside each replica group, or local_sgd.mode: "
-                          "average with local_sgd.period: 0")
+    if strategy == "fsdp" or mesh is not None:
+        raise ConfigError("fault_tolerance with strategy fsdp (or parallel.mesh): a group hands a restarted one its "
+                          "state rank by rank, and a sharded model's state is gathered over its ranks; use strategy: "
+                          "ddp inside each replica group, or fault_tolerance.replica_groups: 0")
+    if communication.enabled:
+        raise ConfigError(f"fault_tolerance with grad_compression: {communication.grad_compression}: the groups "
+                          f"average full gradients through torchft; set grad_compression: none")
     if accumulation > 1:
         raise ConfigError(f"fault_tolerance with accumulate_grad_batches {accumulation}: an epoch's length follows "
                           f"the groups alive, so accumulation windows would not line up; set "

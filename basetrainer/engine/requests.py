@@ -62,7 +62,7 @@ class TrainerRequests:
         elif self.is_main_process:
             log_resume(path, self.state)
         if self.replica_groups is not None:  # behind the live groups (a restart): their state, from memory
-            self.replica_groups.join(self.checkpoints.state_dict, lambda state: self.checkpoints.load_state_dict(
+            self.replica_groups.join(self.checkpoints.rank_state_dict, lambda state: self.checkpoints.load_state_dict(
                 state, name="a live replica group's training state"))
 
     def _track_checkpoint_parts(self):

@@ -24,6 +24,12 @@ from ..utils.log import get_logger
 logger = get_logger()
 
 
+def _say(message: str, *args) -> None:
+    """A warning about the replica groups, from the group's first process only (its others see the same)."""
+    if comm.is_main_process():
+        logger.warning(message, *args)
+
+
 def check_loader(loader) -> None:
     """Replica groups deal the training data themselves: the loader must be one ``build_dataloader`` made."""
     if not isinstance(find_sampler(loader), TrainSampler) or not isinstance(loader, DataLoader):
@@ -54,7 +60,7 @@ def group_batches(groups, loader, epoch: int):
             deal = (groups.position, world, rank)
             if deal != dealt:
                 if dealt is not None:
-                    logger.warning("replica group %d: the rest of epoch %d (%d samples from position %d) dealt again "
+                    _say("replica group %d: the rest of epoch %d (%d samples from position %d) dealt again "
                                    "over %d group(s), this one %d", groups.group_id, epoch + 1,
                                    len(order) - groups.position, groups.position, alive, place)
                 data.shut_down_workers(inner)

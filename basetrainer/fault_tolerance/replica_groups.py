@@ -30,6 +30,12 @@ from .diloco import DiLoCo
 
 logger = get_logger()
 
+
+def _say(message: str, *args) -> None:
+    """A warning about the replica groups, from the group's first process only (its others see the same)."""
+    if comm.is_main_process():
+        logger.warning(message, *args)
+
 TORCHFT_EXTRA = 'pip install "basetrainer[torchft]"'
 
 
@@ -82,11 +88,17 @@ class ReplicaGroups:
         if self._saved_manager is not None:
             self.manager.load_state_dict(self._saved_manager)
         self.manager.register_state_dict_fn("basetrainer", load, save_state)
+        deadline = time.monotonic() + self.options.join_timeout_ms / 1000
         self.quorum()
+        while (self.manager.current_step() == 0 and self.participants[0] < self.options.replica_groups
+               and time.monotonic() < deadline):
+            time.sleep(0.1)  # a new job: the others are starting too; wait for them, so that all start together
+            self._quorum_pending = False
+            self.quorum()
         healed, self._healed, self._in_loop = self._healed, False, True
         count, place = self.participants
         if healed:
-            logger.warning("replica group %d: took the training state of a live group (step %d, epoch %d) in %.2f s; "
+            _say("replica group %d: took the training state of a live group (step %d, epoch %d) in %.2f s; "
                            "%d group(s) alive", self.group_id, self.manager.current_step(), self.epoch + 1,
                            time.perf_counter() - start, count)
         else:
@@ -108,7 +120,8 @@ class ReplicaGroups:
             timeout=timeout, quorum_timeout=timeout, connect_timeout=timeout,
             rank=comm.get_rank(), world_size=comm.get_world_size(), store_addr=host, store_port=port,
             lighthouse_addr=self.lighthouse, replica_id=f"group_{self.group_id}",
-            heartbeat_interval=datetime.timedelta(milliseconds=max(10, options.heartbeat_ms // 10)))
+            heartbeat_interval=datetime.timedelta(milliseconds=max(10, options.heartbeat_ms // 10)),
+            init_sync=False)  # the trainer seeds the weights alike; at step 0 each rank would heal from another group
 
     def _group_store(self):
         """The TCPStore through which this group's processes find their Manager: made by the group's first
@@ -163,7 +176,7 @@ class ReplicaGroups:
                                f"it restarts to rejoin at step {self.manager.current_step()}")
         alive = (self.manager.num_participants(), self.manager.participating_rank())
         if self.participants[0] and alive[0] != self.participants[0]:
-            logger.warning("replica group %d: %d group(s) alive, was %d (step %d)", self.group_id, alive[0],
+            _say("replica group %d: %d group(s) alive, was %d (step %d)", self.group_id, alive[0],
                            self.participants[0], self.manager.current_step())
         self.participants = alive
         return alive
@@ -182,8 +195,9 @@ class ReplicaGroups:
             self.samples_committed += self.samples_pending
         else:
             self.dropped_steps += 1
-            logger.warning("replica group %d: the groups did not commit step %d (a group failed during it): the step "
-                           "is dropped on every group and its %d samples are read again", self.group_id,
+            what = "outer step" if self.diloco is not None else "step"
+            _say("replica group %d: the groups did not commit %s %d (a group failed during it): it is "
+                           "dropped on every group and its %d samples are read again", self.group_id, what,
                            self.manager.current_step() + 1, self.samples_pending)
         self.samples_pending, self.steps_pending = 0, 0
         return committed
