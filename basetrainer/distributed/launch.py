@@ -3,7 +3,8 @@
 ``launch`` decides how this process takes part:
 
 - given a config (a mapping among ``args``) whose ``fault_tolerance.replica_groups`` is set and ``group_id`` null:
-  train nothing, supervise the replica groups, running this command once per group (:mod:`.replica_groups`);
+  train nothing, supervise the replica groups, running this command once per group
+  (:mod:`basetrainer.distributed.replica_groups`);
 - in a process group made already (Ray Train's workers, :mod:`basetrainer.integrations.ray`): spawn
   nothing, adopt that group, run ``main_func``;
 - started by torchrun (RANK, WORLD_SIZE, LOCAL_RANK set) or as one of several SLURM tasks:

@@ -2,9 +2,10 @@
 
 The lighthouse is where the replica groups meet: each group's torchft Manager asks it, before every step, which
 groups are alive (the quorum), and a group it has not heard from for ``heartbeat_ms`` drops out. For
-``fault_tolerance.lighthouse: auto`` the supervisor (:mod:`.replica_groups`) serves one itself, through the Python
-binding torchft ships (``torchft._torchft.LighthouseServer``), bound to a port the system gives it, so that several
-jobs on one machine never collide; given an address instead, the job joins that lighthouse and starts none.
+``fault_tolerance.lighthouse: auto`` the supervisor (:mod:`basetrainer.distributed.replica_groups`) serves one
+itself, through the Python binding torchft ships (``torchft._torchft.LighthouseServer``), bound to a port the system
+gives it, so that several jobs on one machine never collide; given an address instead, the job joins that
+lighthouse and starts none.
 
 torchft is an extra (``pip install "basetrainer[torchft]"``), imported only when a lighthouse is started.
 """

@@ -3,9 +3,10 @@ that dies.
 
 Given a config whose ``fault_tolerance.replica_groups`` is N >= 1 and whose ``group_id`` is null,
 :func:`~basetrainer.distributed.launch.launch` does not train in the command's process: that process supervises
-(:func:`supervise`). It serves the lighthouse (``lighthouse: auto``, on a free port: :mod:`.lighthouse`) or takes the
-address given, then runs the same command again (``python script.py ...``, ``python -m module ...``, ``basetrainer
-train ...``: :func:`rerun_command`) once per group, with the environment plus
+(:func:`supervise`). It serves the lighthouse (``lighthouse: auto``, on a free port:
+:mod:`basetrainer.distributed.lighthouse`) or takes the address given, then runs the same command again (``python
+script.py ...``, ``python -m module ...``, ``basetrainer train ...``: :func:`rerun_command`) once per group, with
+the environment plus
 
 - ``BASETRAINER_REPLICA_GROUP``: the group's number, 0 to N-1;
 - ``BASETRAINER_LIGHTHOUSE``: the lighthouse's address, ``http://host:port``;

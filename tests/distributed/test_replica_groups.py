@@ -84,7 +84,7 @@ def killed_once(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def failing(tmp_path_factory):
-    """2 groups of one process: group 0 SIGKILLs itself at every start, group 1 raises a ConfigError (max_restarts 1)."""
+    """2 groups of one process: group 0 SIGKILLs itself at every start, group 1 raises a ConfigError; max_restarts 1."""
     return run_job(tmp_path_factory.mktemp("replica_groups") / "failing", "fail", 1, 1)
 
 
