@@ -141,10 +141,15 @@ class ReplicaGroup:
 
     def start(self, command, lighthouse: str) -> None:
         """Starts ``command`` as this group, in a process group of its own (a terminal's Ctrl-C reaches the
-        supervisor only, which passes it on once) that dies with the supervisor."""
+        supervisor only, which passes it on once) that dies with the supervisor. A stop signal waits while the
+        process starts, so that the supervisor passes it on once the process is known."""
         env = dict(os.environ, **{GROUP_VARIABLE: str(self.number), LIGHTHOUSE_VARIABLE: lighthouse,
                                   RESTARTS_VARIABLE: str(self.restarts)})
-        self.process = subprocess.Popen(command, env=env, preexec_fn=_in_group_process)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+        try:
+            self.process = subprocess.Popen(command, env=env, preexec_fn=lambda: _in_group_process(held))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def ended(self) -> bool:
         return self.process.poll() is not None
@@ -196,12 +201,10 @@ class Supervisor:
         raise LaunchError(f"replica group(s) {numbers} failed: {ends} (each group's own error is above)")
 
     def _start(self, group: ReplicaGroup) -> None:
-        # A stop signal waits while the group starts: it is passed on once the group's process is known.
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-        try:
-            group.start(self.command, self.lighthouse)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        stopped = self.stop_signal  # passed on to the groups alive then: this one gets it now
+        group.start(self.command, self.lighthouse)
+        if stopped is not None:
+            group.process.send_signal(stopped)
 
     def _restarted(self, group: ReplicaGroup) -> bool:
         """Starts an ended ``group`` again if it may be; logs how it ended and what follows."""
@@ -266,12 +269,12 @@ class Supervisor:
                 group.process.wait()
 
 
-def _in_group_process() -> None:
+def _in_group_process(signal_mask) -> None:
     """In a group's process before its command starts: a process group of its own, death with the supervisor (a
-    supervisor killed outright must not leave its groups training), and the stop signals the supervisor held back
-    while starting it delivered again."""
+    supervisor killed outright must not leave its groups training), and the supervisor's ``signal_mask`` from
+    before it held the stop signals back."""
     from .launch import die_with_parent  # launch imports this module
 
     os.setpgid(0, 0)
     die_with_parent()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)
