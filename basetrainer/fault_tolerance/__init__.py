@@ -14,24 +14,27 @@ torchft is an extra (``pip install "basetrainer[torchft]"``), imported only when
 import dataclasses
 import os
 
+from ..distributed.replica_groups import replica_group_from_environment
 from ..errors import ConfigError
 from .options import DiLoCoOptions, FaultTolerance
 
 __all__ = ["DiLoCoOptions", "FaultTolerance", "start_replica_groups"]
 
-GROUP_VARIABLE, LIGHTHOUSE_VARIABLE = "BASETRAINER_REPLICA_GROUP", "BASETRAINER_LIGHTHOUSE"
 
 
 def start_replica_groups(options, device, cfg):
     """This process's :class:`~.replica_groups.ReplicaGroups` for the trainer's ``options`` (a LoopOptions), or
-    None without ``fault_tolerance``, with the options to train with: a group other than 0 writes its run
-    directory under ``work_dir/replica_groups/<group>`` (its logs, checkpoints, config), which ``cfg.work_dir``
-    then names too, so that the groups' files never collide and each resumes from its own."""
+    None without ``fault_tolerance``, with the options to train with. A group other than 0 writes its run directory
+    under ``work_dir/replica_groups/<group>`` (its logs, checkpoints, config), which ``cfg.work_dir`` then names too,
+    so that the groups' files never collide and each resumes from its own. A restarted group resumes from its last
+    checkpoint (``resume: auto`` unless ``resume`` says otherwise) before it takes the live groups' state, so that
+    it loses only what it trained since, should none be alive."""
     settings = options.fault_tolerance
     if not settings.enabled:
         return None, options
-    group_id = settings.group_id if settings.group_id is not None else _environment_int(GROUP_VARIABLE)
-    lighthouse = os.environ.get(LIGHTHOUSE_VARIABLE) or (None if settings.lighthouse == "auto" else settings.lighthouse)
+    group_id, lighthouse, restarts = replica_group_from_environment()
+    group_id = settings.group_id if settings.group_id is not None else group_id
+    lighthouse = lighthouse or (None if settings.lighthouse == "auto" else settings.lighthouse)
     if group_id is None:
         raise ConfigError("fault_tolerance is set and this process belongs to no replica group: start the job "
                           "through launch() (examples/example.py does), which starts the groups, or set "
@@ -43,13 +46,10 @@ def start_replica_groups(options, device, cfg):
         work_dir = os.path.join(options.work_dir, "replica_groups", str(group_id))
         _set(cfg, "work_dir", work_dir)
         options = dataclasses.replace(options, work_dir=work_dir)
+    if restarts and options.resume is None:
+        options = dataclasses.replace(options, resume="auto")
     from .replica_groups import ReplicaGroups  # imports torchft: only when asked
     return ReplicaGroups(settings, group_id, _with_scheme(lighthouse), device), options
-
-
-def _environment_int(name: str):
-    value = os.environ.get(name)
-    return int(value) if value not in (None, "") else None
 
 
 def _with_scheme(address: str) -> str:

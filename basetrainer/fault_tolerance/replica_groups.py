@@ -90,9 +90,8 @@ class ReplicaGroups:
         self.manager.register_state_dict_fn("basetrainer", load, save_state)
         deadline = time.monotonic() + self.options.join_timeout_ms / 1000
         self.quorum()
-        while (self.manager.current_step() == 0 and self.participants[0] < self.options.replica_groups
-               and time.monotonic() < deadline):
-            time.sleep(0.1)  # a new job: the others are starting too; wait for them, so that all start together
+        while not self._healed and self.participants[0] < self.options.replica_groups and time.monotonic() < deadline:
+            time.sleep(0.1)  # a job (re)starting: the others are starting too; wait for them, to start together
             self._quorum_pending = False
             self.quorum()
         healed, self._healed, self._in_loop = self._healed, False, True

@@ -1,0 +1,128 @@
+"""Replica groups through torchft, end to end: groups SIGKILLed between steps, during the gradient all-reduce
+and during a DiLoCo sync; the others go on, the restarted group takes their state from memory and trains alike.
+
+Three jobs of ``support/workers/replica_group_worker.py`` (2 groups of one gloo process, started by launch(), which
+serves the lighthouse and restarts a dead group), shared by the tests:
+
+- *averaging*: 8 epochs of 192 samples, batches of 8, 0.1 s a step; group 1 SIGKILLs itself after its 6th step, and on its restart in the
+  all-reduce of the step after its 6th;
+- *restarted whole*: the same job run again for one more epoch with ``resume: auto``, once it has ended: every group
+  resumes from its own last checkpoint on disk;
+- *diloco*: streaming DiLoCo (2 fragments, period 4, fragment_sync_delay 1); group 1 SIGKILLs itself as it sends a
+  sync after its 6th step.
+
+Each group records every batch: the step, whether the groups committed it, the sample indices it read, the groups
+alive and a digest of the weights every group holds alike. The tests assert on those records, never on timings.
+"""
+import collections
+import json
+
+import pytest
+
+from support import WORKERS
+from support.processes import run_python
+
+pytest.importorskip("torchft")
+
+WORKER = WORKERS / "replica_group_worker.py"
+SAMPLES, EPOCHS = 192, 8
+
+
+def run_job(out, settings: dict, faults=()):
+    settings = {"fault_tolerance": {"replica_groups": 2, "timeout": 30}, "step_seconds": 0.1, **settings}
+    result = run_python([WORKER, out, json.dumps(settings), json.dumps(list(faults))], timeout=240,
+                        env={"RUST_LOG": "warn"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def records(out, tag=None) -> dict:
+    """Each group's lines, in order (of the run ``tag`` only, when given)."""
+    lines = {}
+    for group in (0, 1):
+        with open(out / f"group{group}.jsonl") as file:
+            lines[group] = [line for line in map(json.loads, file) if tag is None or line["tag"] == tag]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def averaging(tmp_path_factory):
+    out = tmp_path_factory.mktemp("averaging")
+    faults = [{"group": 1, "attempt": 0, "at": "step", "step": 6},
+              {"group": 1, "attempt": 1, "at": "allreduce", "step": 6}]
+    first = run_job(out, {"num_epochs": EPOCHS, "tag": "first"}, faults)
+    again = run_job(out, {"num_epochs": EPOCHS + 1, "resume": "auto", "tag": "again"})
+    return out, first, again
+
+
+@pytest.fixture(scope="module")
+def diloco(tmp_path_factory):
+    out = tmp_path_factory.mktemp("diloco")
+    local_sgd = {"mode": "diloco", "period": 4, "fragments": 2, "fragment_sync_delay": 1}
+    result = run_job(out, {"num_epochs": 4, "local_sgd": local_sgd, "tag": "diloco"},
+                     [{"group": 1, "attempt": 0, "at": "sync", "step": 6}])
+    return out, result
+
+
+def test_a_group_killed_between_steps_and_in_the_all_reduce_is_restarted_twice_and_the_other_never(averaging):
+    out, result, _ = averaging
+    lines = records(out, "first")
+    assert {line["attempt"] for line in lines[0]} == {0}
+    assert [attempt for attempt, _ in collections.Counter(line["attempt"] for line in lines[1]).items()] == [0, 1, 2]
+    assert "group 1" in result.stderr and "restart" in result.stderr
+
+
+def test_the_survivor_goes_on_alone_and_drops_only_the_step_its_peer_died_in(averaging):
+    out, _, _ = averaging
+    survivor = records(out, "first")[0]
+    steps = [line["step"] for line in survivor if line["committed"]]
+    assert steps == list(range(1, len(steps) + 1))  # every committed step, once, in order
+    assert len([line for line in survivor if not line["committed"]]) == 1  # the all-reduce its peer died in
+    assert {line["alive"] for line in survivor} == {1, 2}
+    dropped = next(index for index, line in enumerate(survivor) if not line["committed"])
+    assert survivor[dropped + 1]["alive"] == 1  # the next step without the dead group
+
+
+def test_a_restarted_group_rejoins_at_the_survivors_step_with_their_weights_from_memory(averaging):
+    out, _, _ = averaging
+    lines = records(out, "first")
+    weights = {line["step"]: line["weights"] for line in lines[0] if line["committed"]}
+    for attempt in (1, 2):
+        rejoined = [line for line in lines[1] if line["attempt"] == attempt and line["committed"]]
+        died_at = max(line["step"] for line in lines[1] if line["attempt"] == attempt - 1)
+        assert rejoined[0]["step"] > died_at + 1  # the live group's position, not its own last checkpoint's
+        assert [line["weights"] for line in rejoined] == [weights[line["step"]] for line in rejoined]
+
+
+def test_no_sample_is_read_twice_in_an_epoch_and_none_is_left_but_a_remainder(averaging):
+    out, _, _ = averaging
+    read = collections.defaultdict(list)
+    for group_lines in records(out, "first").values():
+        for line in group_lines:
+            if line["committed"]:
+                read[line["epoch"]] += line["indices"]
+    assert sorted(read) == list(range(EPOCHS))
+    for indices in read.values():
+        assert len(indices) == len(set(indices))
+        assert SAMPLES - len(indices) < 2  # fewer than the processes alive at the epoch's end
+
+
+def test_a_job_restarted_whole_resumes_every_group_from_its_own_checkpoint_on_disk(averaging):
+    out, _, again = averaging
+    first, resumed = records(out, "first"), records(out, "again")
+    for group in (0, 1):
+        assert resumed[group][0]["step"] == first[0][-1]["step"] + 1  # each from where the job ended
+        assert {line["epoch"] for line in resumed[group]} == {EPOCHS}
+    assert [line["weights"] for line in resumed[0]] == [line["weights"] for line in resumed[1]]
+    assert (out / "work" / "replica_groups" / "1" / "model" / "last.pth").is_file()
+
+
+def test_diloco_groups_hold_the_same_outer_weights_at_every_step_through_a_death_during_a_sync(diloco):
+    out, _ = diloco
+    lines = records(out, "diloco")
+    assert {line["attempt"] for line in lines[1]} == {0, 1}
+    outer = {line["step"]: line["weights"] for line in lines[0] if line["committed"]}
+    both = [line for line in lines[1] if line["committed"]]
+    assert both and all(line["weights"] == outer[line["step"]] for line in both)
+    assert any(not line["committed"] for line in lines[0])  # the sync its peer died in, dropped
+    assert len(set(outer.values())) > 2  # the outer steps changed the weights
