@@ -68,6 +68,7 @@ class ReplicaGroups:
         self.participants = (0, None)  # (groups alive, this group's place among them) at the last quorum
         self.dropped_steps = 0
         self.diloco = None  # a DiLoCo, under local_sgd mode diloco
+        self.healed_in = None  # seconds this group's join took when it took a live group's state
         self._quorum_pending = False  # a quorum is made for the unit under way
         self._healed = False  # this group took a peer's state at the last quorum
         self._in_loop = False  # the training loop runs: a heal now would be mid-run
@@ -96,6 +97,7 @@ class ReplicaGroups:
             self.quorum()
         healed, self._healed, self._in_loop = self._healed, False, True
         count, place = self.participants
+        self.healed_in = time.perf_counter() - start if healed else None
         if healed:
             _say("replica group %d: took the training state of a live group (step %d, epoch %d) in %.2f s; "
                            "%d group(s) alive", self.group_id, self.manager.current_step(), self.epoch + 1,

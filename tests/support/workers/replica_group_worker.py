@@ -9,9 +9,14 @@ written on every line). FAULTS is a JSON list of
 first), kills itself with SIGKILL after the n-th optimizer step it takes (``step``), or in the steps after that just
 before its gradients are averaged over the groups (``allreduce``) or it sends DiLoCo's sync (``sync``).
 
-Each group appends one JSON line per batch to OUT_DIR/group<g>.jsonl: the attempt, the epoch, the optimizer step,
-whether the step was committed (not dropped), the sample indices it read, the groups alive, and a digest of the
-weights every group holds alike (the outer weights under DiLoCo), so that a test can compare groups step by step.
+A fault may name a ``rank`` (default 0) of a group of several processes. Without ``fault_tolerance`` the job is
+plain DDP (its attempt: torchrun's restart count), for the benchmark's comparison.
+
+Each group appends one JSON line per batch to OUT_DIR/group<g>.jsonl (its other processes to
+group<g>_rank<r>.jsonl): the attempt, the epoch, the optimizer step, whether the step was committed (not dropped),
+the sample indices it read, the groups alive, a digest of the weights every group holds alike (the outer weights
+under DiLoCo), the loss, the time, and on an attempt's first line the seconds its heal took (None: it did not heal),
+so that a test can compare groups step by step.
 """
 import hashlib
 import json
@@ -70,11 +75,13 @@ class Record(Callback):
     def __init__(self, path: str, group: int, attempt: int, faults: list):
         super().__init__()
         self.path, self.group, self.attempt = path, group, attempt
-        self.faults = [f for f in faults if f["group"] == group and f["attempt"] == attempt]
+        self.faults = [f for f in faults if f["group"] == group and f["attempt"] == attempt
+                       and f.get("rank", 0) == comm.get_rank()]
         self._dropped = 0
 
     def on_train_begin(self, logs=None):
         groups, first_step = self.trainer.replica_groups, self.state.global_step
+        self._healed_in = groups.healed_in if groups is not None else None
         for fault in self.faults:
             fault["step"] += first_step  # steps of this attempt: a restarted group starts where the others are
             if fault["at"] == "allreduce":
@@ -84,14 +91,17 @@ class Record(Callback):
 
     def on_train_summary(self, inputs, outputs, losses, epoch, batch, logs=None):
         trainer, state = self.trainer, self.state
-        dropped = trainer.replica_groups.dropped_steps
+        groups = trainer.replica_groups
+        dropped = groups.dropped_steps if groups is not None else state.skipped_steps
         committed, self._dropped = dropped == self._dropped, dropped
         with trainer.strategy.averaged_weights(trainer.model):
             weights = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
         line = {"tag": trainer.cfg.get("tag"), "attempt": self.attempt, "epoch": epoch, "step": state.global_step, "committed": committed,
                 "indices": [int(i) for i in inputs[0][:, -1].tolist()],
-                "alive": trainer.replica_groups.participants[0],
-                "weights": hashlib.sha1(weights.numpy().tobytes()).hexdigest()[:16]}
+                "alive": groups.participants[0] if groups is not None else None,
+                "weights": hashlib.sha1(weights.numpy().tobytes()).hexdigest()[:16],
+                "loss": float(state.loss), "time": time.time(), "healed_in": self._healed_in}
+        self._healed_in = None
         with open(self.path, "a") as out:
             out.write(json.dumps(line) + "\n")
         if any(f["at"] == "step" and f["step"] == state.global_step for f in self.faults):
@@ -112,8 +122,9 @@ def _kill_after(owner, method: str, step: int, state) -> None:
 
 
 def main(out_dir: str, overrides: dict, faults: list):
-    group = int(os.environ["BASETRAINER_REPLICA_GROUP"])
-    attempt = int(os.environ.get("BASETRAINER_REPLICA_GROUP_RESTARTS", 0))
+    group = int(os.environ.get("BASETRAINER_REPLICA_GROUP", 0))  # 0: a job without replica groups
+    attempt = int(os.environ.get("BASETRAINER_REPLICA_GROUP_RESTARTS") or os.environ.get("TORCHELASTIC_RESTART_COUNT")
+                  or 0)
     cfg = toy_cfg(num_epochs=2, train_size=192, batch_size=8, work_dir=os.path.join(out_dir, "work"))
     cfg.update(overrides)
     name = f"group{group}.jsonl" if comm.get_rank() == 0 else f"group{group}_rank{comm.get_rank()}.jsonl"
