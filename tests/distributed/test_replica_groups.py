@@ -222,7 +222,8 @@ def test_python_dash_c_cannot_be_run_again_and_is_refused_in_one_line(monkeypatc
         rerun_command()
 
 
-def test_lighthouse_auto_is_served_on_a_free_port_and_shut_down_on_leaving():
+def test_lighthouse_auto_is_served_on_a_free_port_and_shut_down_on_leaving(monkeypatch):
+    monkeypatch.setenv("RUST_LOG", "warn")  # what serving it sets in this process otherwise, for good
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with serving_lighthouse(DEFAULT_SETTINGS) as first, serving_lighthouse(DEFAULT_SETTINGS) as second:
         assert first != second
