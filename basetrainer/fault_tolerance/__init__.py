@@ -46,6 +46,8 @@ def start_replica_groups(options, device, cfg):
         work_dir = os.path.join(options.work_dir, "replica_groups", str(group_id))
         _set(cfg, "work_dir", work_dir)
         options = dataclasses.replace(options, work_dir=work_dir)
+    if group_id:
+        options = dataclasses.replace(options, progress=False)  # group 0's bar is the job's
     if restarts and options.resume is None:
         options = dataclasses.replace(options, resume="auto")
     from .replica_groups import ReplicaGroups  # imports torchft: only when asked

@@ -4,6 +4,7 @@ Only the "basetrainer" logger is configured (it does not propagate), so the root
 and other libraries' loggers are left as they were.
 """
 import logging
+import os
 import sys
 import warnings
 
@@ -43,7 +44,8 @@ def set_logger(*args, **kwargs) -> logging.Logger:
     On the main process (``is_main_process`` and rank 0): messages from ``level`` up go to
     the console and, when ``logfile`` is given, are appended to it (its folder is created).
     On the other ranks: warnings and errors only, to the console, tagged with the rank,
-    and no file. Calling it again replaces the handlers it added before, never duplicates them.
+    and no file. In a replica group other than 0 (:mod:`basetrainer.fault_tolerance`) every line is tagged with
+    the group and the console shows warnings only: the file holds the group's whole log. Calling it again replaces the handlers it added before, never duplicates them.
 
     The earlier library's keywords: ``format`` is a line layout, one of :data:`~basetrainer.utils.log.LINE_FORMATS`
     (``True``/``False``: its first versions' long and short lines) or a ``logging`` format
@@ -69,12 +71,14 @@ def _configure(name=None, level="debug", logfile=None, format=None, is_main_proc
         logger.removeHandler(handler)
         handler.close()
 
-    rank = _rank()
+    rank, group = _rank(), os.environ.get(REPLICA_GROUP_VARIABLE, "")
     main = bool(is_main_process) and rank == 0
     logger.setLevel(_as_level(level) if main else logging.WARNING)
-    prefix = "" if main else f"[rank {rank}] "
+    prefix = ("" if main else f"[rank {rank}] ") + (f"[replica group {group}] " if group not in ("", "0") else "")
     formatter = logging.Formatter(prefix + _line_format(format), _DATE_FORMAT)
     handlers = [_ConsoleHandler()]
+    if group not in ("", "0"):  # its log file holds everything; the console, which group 0 fills, its warnings
+        handlers[0].setLevel(logging.WARNING)
     if main and logfile:
         handlers.append(log_file_handler(logfile, rotation, retention))
     for handler in handlers:
@@ -82,6 +86,10 @@ def _configure(name=None, level="debug", logfile=None, format=None, is_main_proc
         handler._basetrainer = True
         logger.addHandler(handler)
     return logger
+
+
+# Set by the supervisor of replica groups (basetrainer.distributed.replica_groups) in each group's processes.
+REPLICA_GROUP_VARIABLE = "BASETRAINER_REPLICA_GROUP"
 
 
 def get_logger() -> logging.Logger:
