@@ -18,17 +18,18 @@ The code that trains in a group (:mod:`basetrainer.fault_tolerance`) reads the t
 :func:`replica_group_from_environment`.
 
 A group whose command dies (killed by a signal, or exited non-zero with a code that is not a user error's:
-:func:`is_restarted`) is started again, at most ``max_restarts`` times, and takes the training state from a live
-group; each death and restart is one line of the log. A group that ends with a user error, or saved and stopped
-(exit 75), is not restarted; one that used up its restarts is left out, and the others go on with fewer groups,
-as the quorum (``min_replicas``) allows. A stop signal (SIGTERM, SIGINT, SIGUSR1) is passed on to every group, and
-nothing is restarted after it. The supervisor returns when every group has ended: normally when each ended with 0,
-with :class:`~basetrainer.errors.TrainingInterrupted` (exit 75) when the others saved and stopped, otherwise with a
+:func:`is_restarted`; a group of several processes exits 1 when one of them is killed) is started again, at most
+``max_restarts`` times, and takes the training state from a live group; each death and restart is one line of the
+log. A group that ends with a user error, or saved and stopped (exit 75), is not restarted; one that used up its
+restarts is left out, and the others go on with fewer groups, as the quorum (``min_replicas``) allows. A stop
+signal (SIGTERM, SIGINT, SIGUSR1) is passed on to every group, and nothing is restarted after it. The supervisor
+returns when every group has ended: normally when each ended with 0, with
+:class:`~basetrainer.errors.TrainingInterrupted` (exit 75) when the others saved and stopped, otherwise with a
 one-line LaunchError naming each group that failed and how. The lighthouse is shut down at the end, whatever happens.
 The supervisor imports torchft only to serve the lighthouse, and never starts CUDA.
 
 On a cluster the scheduler starts the groups, one job per group (a torchrun or a SLURM job each): run the
-lighthouse on a machine every group reaches (``torchft_lighthouse --min_replicas 1 --join_timeout_ms 1000
+lighthouse on a machine every group reaches (``torchft_lighthouse --min_replicas 1 --join_timeout_ms 30000
 --heartbeat_timeout_ms 1000 --bind [::]:29510``), then start each group with ``fault_tolerance.group_id`` set to its
 number and ``lighthouse: http://<that machine>:29510``; the scheduler restarts a group that dies (torchrun's
 ``--max-restarts``, a SLURM requeue).
