@@ -22,8 +22,9 @@ A group whose command dies (killed by a signal, or exited non-zero with a code t
 ``max_restarts`` times, and takes the training state from a live group; each death and restart is one line of the
 log. A group that ends with a user error, or saved and stopped (exit 75), is not restarted; one that used up its
 restarts is left out, and the others go on with fewer groups, as the quorum (``min_replicas``) allows. A stop
-signal (SIGTERM, SIGINT, SIGUSR1) is passed on to every group, and nothing is restarted after it. The supervisor
-returns when every group has ended: normally when each ended with 0, with
+signal (SIGTERM, SIGINT, SIGUSR1) is passed on to every group, and nothing is restarted after it; nor after a group
+has ended with 0 (it finished the training: a group restarted then would train again alone), and a group that dies
+then is no failure of the job. The supervisor returns when every group has ended: normally when each ended with 0, with
 :class:`~basetrainer.errors.TrainingInterrupted` (exit 75) when the others saved and stopped, otherwise with a
 one-line LaunchError naming each group that failed and how. The lighthouse is shut down at the end, whatever happens.
 The supervisor imports torchft only to serve the lighthouse, and never starts CUDA.
@@ -171,6 +172,8 @@ class Supervisor:
         self.command, self.lighthouse, self.max_restarts = command, lighthouse, max_restarts
         self.groups = [ReplicaGroup(number) for number in range(groups)]
         self.stop_signal = None  # the first stop signal received: nothing is started after it
+        self.finished = False  # a group ended with 0: training is done, and nothing is started after it
+        self.ended_after_finish = set()  # groups that died once another had finished the training (not failures)
 
     def run(self) -> None:
         """Starts every group and returns when all have ended."""
@@ -189,7 +192,8 @@ class Supervisor:
 
     def check_outcome(self) -> None:
         """Returns when every group ended with 0; otherwise raises, naming the groups that did not."""
-        failed = [group for group in self.groups if group.process.returncode != 0]
+        failed = [group for group in self.groups
+                  if group.process.returncode != 0 and group.number not in self.ended_after_finish]
         if not failed:
             return
         numbers = ", ".join(str(group.number) for group in failed)
@@ -212,6 +216,12 @@ class Supervisor:
         code, how = group.process.returncode, group.how_it_ended()
         if code == 0:
             logger.info("replica group %d finished", group.number)
+            self.finished = True
+            return False
+        if self.finished and is_restarted(code):  # it would start again alone, the training already done
+            logger.warning("replica group %d %s after another group finished the training: not restarted",
+                           group.number, how)
+            self.ended_after_finish.add(group.number)
             return False
         if self.stop_signal is None and is_restarted(code) and group.restarts < self.max_restarts:
             group.restarts += 1

@@ -22,6 +22,7 @@ from basetrainer.distributed import launch as launching
 from basetrainer.distributed.lighthouse import serving_lighthouse
 from basetrainer.distributed.replica_groups import (
     DEFAULT_SETTINGS,
+    Supervisor,
     is_restarted,
     replica_group_from_environment,
     rerun_command,
@@ -237,3 +238,12 @@ def test_lighthouse_auto_is_served_on_a_free_port_and_shut_down_on_leaving(monke
 def test_a_lighthouse_given_is_joined_as_it_is_named(given, address):
     with serving_lighthouse({**DEFAULT_SETTINGS, "lighthouse": given}) as joined:
         assert joined == address
+
+
+def test_after_a_group_finished_the_training_a_group_that_dies_is_neither_restarted_nor_a_failure():
+    supervisor = Supervisor(["unused"], 2, "http://localhost:1", max_restarts=3)
+    finished, killed = supervisor.groups
+    finished.process, killed.process = types.SimpleNamespace(returncode=0), types.SimpleNamespace(returncode=-9)
+    assert not supervisor._restarted(finished) and not supervisor._restarted(killed)
+    assert killed.restarts == 0
+    supervisor.check_outcome()  # the job ends well: its training is done
