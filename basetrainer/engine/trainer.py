@@ -10,7 +10,7 @@ Where a user would change behaviour:
   (see :mod:`basetrainer.engine.events` for the events, what callbacks read and may ask).
 
 Around the loop: the run's counters are ``self.state`` (:mod:`.state`), the config keys the trainer reads are
-``self.options`` (:mod:`.options`), how the model is spread over devices is ``self.strategy``
+``self.options`` (:mod:`basetrainer.engine.options`), how the model is spread over devices is ``self.strategy``
 (:mod:`basetrainer.parallel`), and what a checkpoint holds, where it goes and which one a run resumes from is
 ``self.checkpoints`` (:class:`~basetrainer.checkpoint.manager.CheckpointManager`).
 """

@@ -3,7 +3,7 @@
 The job is split into ``fault_tolerance.replica_groups`` groups, each a whole copy of the model (one process,
 or several under DDP or FSDP inside the group). Before each step the groups alive form a quorum through the
 lighthouse; they average their gradients (or, under ``local_sgd: {mode: diloco}``, take an outer step every few
-steps: :mod:`.diloco`), and the step counts only when every group alive completed it (:mod:`.replica_groups`).
+steps: :mod:`.diloco`), and the step counts only when every group alive completed it (:mod:`basetrainer.fault_tolerance.replica_groups`).
 A group that dies drops out of the next quorum and the others go on, reading its share of the data
 (:mod:`.batches`); restarted, it takes the training state of a live group at its first quorum, from memory, and
 continues alike. The processes (the lighthouse, one command per group, their restarts) are

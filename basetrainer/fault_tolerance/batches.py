@@ -46,7 +46,7 @@ def planned_batches(loader, replica_groups: int) -> int:
 
 def group_batches(groups, loader, epoch: int):
     """The batches of ``epoch`` for this process, from where the groups' committed steps left it (see the module
-    docstring); before each step's first batch the groups' quorum is asked (:meth:`ReplicaGroups.quorum`)."""
+    docstring); before each step's first batch the groups' quorum is asked (:meth:`~basetrainer.fault_tolerance.replica_groups.ReplicaGroups.quorum`)."""
     groups.start_epoch(epoch)
     sampler = find_sampler(loader)
     sampler.set_epoch(epoch)

@@ -8,7 +8,7 @@ Training of Language Models", 2023). Streaming DiLoCo (Douillard et al., 2025) s
 a fraction of the model; a fragment's average is sent ``fragment_sync_delay`` steps before it is applied, so that
 those steps' computation hides its transfer (the fragment's steps meanwhile are then replaced by the outer step).
 
-Each sync is one commit unit of the replica groups (:mod:`.replica_groups`): its quorum comes before the unit's
+Each sync is one commit unit of the replica groups (:mod:`basetrainer.fault_tolerance.replica_groups`): its quorum comes before the unit's
 first batch, and when a group fails during the unit the sync does not commit: the fragment goes back to its outer
 weights on every group and the unit's samples are read again. The outer weights are what every group holds
 alike: evaluation, checkpoints' model and exported weights use them (:meth:`DiLoCo.outer_weights`); a checkpoint

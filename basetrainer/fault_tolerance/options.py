@@ -20,7 +20,7 @@ class DiLoCoOptions:
 
     @property
     def steps_per_sync(self) -> int:
-        """Optimizer steps between two syncs: each sync takes one fragment (``period`` / ``fragments``)."""
+        """The optimizer steps between two syncs, each of one fragment (``period`` / ``fragments``)."""
         return self.period // self.fragments
 
 
@@ -45,7 +45,7 @@ class FaultTolerance:
 
     @property
     def commit_every(self) -> int:
-        """Optimizer steps between two commits of the groups: 1, or DiLoCo's steps between syncs."""
+        """The optimizer steps between two commits of the groups (1, or DiLoCo's steps between syncs)."""
         return self.diloco.steps_per_sync if self.diloco else 1
 
     @classmethod
