@@ -23,23 +23,17 @@ torchvision backbone (fine-tuned from ``finetune``, pruned with ``use_prune``), 
 optimizer and schedule by name, and the callbacks that record and save.
 """
 import os
-import shutil
 
 import torch
 from torchvision import transforms
 
-from .. import __version__
 from ..callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
 from ..checkpoint import files as checkpoint_files
 from ..checkpoint.weights import load_weights
-from ..config import save_config
 from ..criterion.criterion import get_criterion
 from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefolder
-from ..data.loaders import resolve_num_workers
-from ..distributed import comm
-from ..distributed.launch import launch
 from ..engine.trainer import EngineTrainer
-from ..errors import BaseTrainerError, ConfigError, exit_with
+from ..errors import ConfigError
 from ..loggers import build_loggers, check_loggers
 from ..metric.accuracy_recorder import AccuracyRecorder
 from ..metric.metrics_recorder import MetricsRecorder
@@ -48,8 +42,6 @@ from ..models.timm_models import check_prunable, is_timm_name
 from ..optimizer.build_optimizer import get_optimizer
 from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
 from ..scheduler.build_scheduler import get_scheduler
-from ..utils.file_utils import create_dir
-from ..utils.log import set_logger
 from .classification_config import (
     DEFAULT_TEST_DATA,
     DEFAULT_TRAIN_DATA,
@@ -58,6 +50,7 @@ from .classification_config import (
     parse_config,
     unset_data_defaults,
 )
+from .startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
 
 __all__ = ["ClassificationTrainer", "build_transform", "get_parser", "parse_config", "prepare_data", "run", "train", "main"]
 
@@ -74,29 +67,7 @@ class ClassificationTrainer(EngineTrainer):
         self.data_defaults = unset_data_defaults(cfg)
         cfg.update(self.data_defaults)
         super().__init__(cfg)
-        # Loader workers per process for both loaders: num_workers, or what "auto" means on this device.
-        self.num_workers, self.num_workers_reason = resolve_num_workers(cfg.num_workers, self.device)
-        self.model_dir = os.path.join(cfg.work_dir, "model")
-        self.log_dir = os.path.join(cfg.work_dir, "log")
-        # train.log appears with its first line: a run whose data fails the checks in build() leaves no work_dir.
-        self.logger = set_logger(level="info", logfile=os.path.join(self.log_dir, "train.log"),
-                                 is_main_process=self.is_main_process)
-        self.build(cfg)
-        if self.is_main_process:
-            create_dir(self.model_dir)
-            create_dir(self.log_dir)
-            save_config(cfg, os.path.join(cfg.work_dir, "config.yaml"))
-        num_params = sum(p.numel() for p in self.model.parameters())
-        self.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",
-                         __version__, cfg.work_dir, cfg.config_file, self.device, self.world_size)
-        self.logger.info("data: %d train images in %s, %d test images in %s, %d classes | %d loader workers per "
-                         "process (%s)", self.train_num, cfg.train_data, self.test_num, cfg.test_data,
-                         cfg.num_classes, self.num_workers, self.num_workers_reason)
-        length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
-            f" of batches of {cfg.batch_size} ({self.num_batches} per epoch)"
-        self.logger.info("model: %s, %.2fM parameters, input %s%s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
-                         "x".join(map(str, cfg.input_size)), self._data_defaults_said(), cfg.optim_type, cfg.lr,
-                         length)
+        start_run(self, cfg, train_from=cfg.train_data, test_from=cfg.test_data, model_note=self._data_defaults_said())
 
     def _data_defaults_said(self) -> str:
         """What the start-up line says of the input size and normalisation a timm model chose (nothing else)."""
@@ -247,36 +218,18 @@ def run(cfg):
     """What every process runs. A run that stops before its first optimizer step, in a work_dir it made itself,
     removes that work_dir: a run refused at start-up (a checkpoint it cannot resume from, a model that does
     not fit) leaves nothing behind."""
-    made_here = not os.path.exists(cfg.work_dir)
-    trainer = None
-    try:
-        trainer = ClassificationTrainer(cfg)
-        return trainer.run()
-    except BaseException:
-        if made_here and comm.is_main_process() and _nothing_trained(trainer, cfg.work_dir):
-            set_logger(level="info")  # closes train.log before its folder goes
-            shutil.rmtree(cfg.work_dir, ignore_errors=True)
-        raise
-
-
-def _nothing_trained(trainer, work_dir) -> bool:
-    """No optimizer step taken and no checkpoint written (a stop signal at start-up writes one to resume from)."""
-    model_dir = os.path.join(work_dir, "model")
-    saved = any(files for _, _, files in os.walk(model_dir)) if os.path.isdir(model_dir) else False
-    return not saved and (trainer is None or trainer.state.global_step == 0)
+    return run_or_clean_up(ClassificationTrainer, cfg)[1]
 
 
 def train(cfg):
     """Checks ``cfg``, that its loggers can start and that the model's logits can feed its ``metrics``, prepares
     the data and runs :func:`run` in as many processes as ``cfg`` asks for."""
     check_task_config(cfg)
-    if _starts_rank_0(cfg):  # the loggers write from rank 0 only
+    if starts_rank_0(cfg):  # the loggers write from rank 0 only
         check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)
     _check_metrics(cfg)
-    launch(run, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
-           machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed, args=(cfg,),
-           timeout=cfg.dist_timeout)
+    launch_task(run, cfg)
 
 
 def _check_metrics(cfg) -> None:
@@ -292,16 +245,6 @@ def _check_metrics(cfg) -> None:
             raise ConfigError(f"config key 'metrics': {error}") from None
 
 
-def _starts_rank_0(cfg) -> bool:
-    """Whether this process is, or will start, the job's rank 0 (a torchrun or SLURM task knows its rank)."""
-    return cfg.machine_rank == 0 and os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) == "0"
-
-
 def main(argv=None, prog=None):
     """Command-line entry point: parse, train; a ``BaseTrainerError`` becomes one ``error:`` line and its exit code."""
-    try:
-        cfg = parse_config(argv, prog)
-        set_logger(level="info")
-        train(cfg)
-    except BaseTrainerError as error:
-        exit_with(error)
+    task_main(parse_config, train, argv, prog)

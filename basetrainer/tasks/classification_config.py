@@ -7,15 +7,8 @@ it came from, is checked against its declaration, and the keys against each othe
 unknown key, a value of the wrong type or out of range is a one-line ConfigError naming
 the key, the value, where it came from and what is allowed.
 """
-import argparse
-import sys
-
 import torch
 
-from ..config import add_override_arguments
-from ..config.command_line import merged_config
-from ..config.flags import ArgumentParser, add_setting_flags
-from ..config.overrides import overrides_first
 from ..engine.options import LoopOptions
 from ..errors import ConfigError
 from ..models.build_models import check_model_options, data_defaults
@@ -28,6 +21,7 @@ from .classification_settings import (
     MAX_IMAGE_SIDE,
     TASK_SETTINGS,
 )
+from .command_line import parse_task_config, task_parser
 
 __all__ = ["DEFAULT_NUM_EPOCHS", "DEFAULT_TEST_DATA", "DEFAULT_TRAIN_DATA", "TRANSFORM_KEYS", "check_task_config",
            "check_transform", "get_parser", "parse_config", "unset_data_defaults"]
@@ -39,41 +33,23 @@ DATA_DEFAULT_KEYS = ("input_size", "rgb_mean", "rgb_std")  # null: what the netw
 def get_parser(prog=None):
     """The task's command line: a flag for the keys people type most, every key's default (those of
     ``configs/config.yaml``), and ``KEY=VALUE`` for any key."""
-    class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-        """Shows the defaults, and the description and the examples as written here."""
-
     # tests/e2e/test_help_examples.py runs every example of this help text.
-    parser = ArgumentParser(
-        prog=prog,
-        formatter_class=HelpFormatter,
+    return task_parser(
+        TASK_SETTINGS, GROUPS, prog=prog, config_file="configs/config.yaml",
         description="Train an image classifier on ImageFolder data (one sub-folder per class).\n"
                     "With no data given, the bundled handwritten digits are written to data/digits and used.",
-        epilog="Any key of configs/config.yaml can be set as KEY=VALUE, anywhere on the command line.\n"
-               "Precedence: KEY=VALUE, then flags, then the -c YAML file, then the defaults above.\n"
-               "docs/reference/configuration.md describes every key.\n"
-               "\n"
-               "examples:\n"
-               "  %(prog)s -c configs/config.yaml\n"
-               "  %(prog)s lr=0.05 milestones=[8,12] use_prune=false\n"
-               "  %(prog)s --gpu_id 0 1 --opts lr=0.05 amp=bf16\n"
-               "  %(prog)s --distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)",
+        notes=["docs/reference/configuration.md describes every key."],
+        examples=["-c configs/config.yaml",
+                  "lr=0.05 milestones=[8,12] use_prune=false",
+                  "--gpu_id 0 1 --opts lr=0.05 amp=bf16",
+                  "--distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)"],
     )
-    add_setting_flags(parser, TASK_SETTINGS, GROUPS)
-    return add_override_arguments(parser)
 
 
 def parse_config(argv=None, prog=None):
     """The config for ``argv`` (default ``sys.argv[1:]``), checked (see the module docstring)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = get_parser(prog)
-    argv = overrides_first(argv, set(TASK_SETTINGS.names()))  # --gpu_id 0 1 strategy=fsdp
-    # Intermixed: key=value overrides may come before, between or after the flags.
-    cfg, sources = merged_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
-                                 schema=TASK_SETTINGS)
-    if cfg.num_epochs is None and cfg.max_iters is None:
-        cfg.num_epochs = DEFAULT_NUM_EPOCHS
-    check_task_config(cfg, sources)
-    return cfg
+    return parse_task_config(argv, get_parser(prog), TASK_SETTINGS, default_num_epochs=DEFAULT_NUM_EPOCHS,
+                             check=check_task_config)
 
 
 def check_task_config(cfg, sources=None):

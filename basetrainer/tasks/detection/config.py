@@ -6,53 +6,31 @@ file of ``-c``, and the defaults declared in :mod:`basetrainer.tasks.detection.s
 the classification task (:mod:`basetrainer.tasks.classification_config`): one line naming the key, the
 value and where it came from.
 """
-import argparse
-import sys
-
 import torch
 
-from ...config import add_override_arguments
-from ...config.command_line import merged_config
-from ...config.flags import ArgumentParser, add_setting_flags
-from ...config.overrides import overrides_first
 from ...engine.options import LoopOptions
 from ...errors import ConfigError
 from ...scheduler.build_scheduler import schedule_name
+from ..command_line import parse_task_config, task_parser
 from .settings import DEFAULT_NUM_EPOCHS, GROUPS, TASK_SETTINGS
 
 
 def get_parser(prog=None):
     """The task's command line: a flag for the keys people type most, every key's default, and ``KEY=VALUE``."""
-    class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-        """Shows the defaults, and the description and the examples as written here."""
-
-    parser = ArgumentParser(
-        prog=prog, formatter_class=HelpFormatter,
+    return task_parser(
+        TASK_SETTINGS, GROUPS, prog=prog, config_file="configs/detection.yaml",
         description="Train an object detector on COCO-format data (a folder of images and an instances.json).\n"
                     "With no data given, digits on 64x64 canvases are generated in data/digit_scenes and used.",
-        epilog="Any key of configs/detection.yaml can be set as KEY=VALUE, anywhere on the command line.\n"
-               "Precedence: KEY=VALUE, then flags, then the -c YAML file, then the defaults above.\n"
-               "\n"
-               "examples:\n"
-               "  %(prog)s --num_epochs 8\n"
-               "  %(prog)s --train_images D/train2017 --train_annotations D/annotations/instances_train2017.json\n"
-               "  %(prog)s --distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)",
+        examples=["--num_epochs 8",
+                  "--train_images D/train2017 --train_annotations D/annotations/instances_train2017.json",
+                  "--distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)"],
     )
-    add_setting_flags(parser, TASK_SETTINGS, GROUPS)
-    return add_override_arguments(parser)
 
 
 def parse_config(argv=None, prog=None):
     """The config for ``argv`` (default ``sys.argv[1:]``), checked."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = get_parser(prog)
-    argv = overrides_first(argv, set(TASK_SETTINGS.names()))
-    cfg, sources = merged_config(parser.parse_intermixed_args(argv), parser=parser, strict=True, argv=argv,
-                                 schema=TASK_SETTINGS)
-    if cfg.num_epochs is None and cfg.max_iters is None:
-        cfg.num_epochs = DEFAULT_NUM_EPOCHS
-    check_task_config(cfg, sources)
-    return cfg
+    return parse_task_config(argv, get_parser(prog), TASK_SETTINGS, default_num_epochs=DEFAULT_NUM_EPOCHS,
+                             check=check_task_config)
 
 
 def check_task_config(cfg, sources=None):

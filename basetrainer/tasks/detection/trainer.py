@@ -20,21 +20,14 @@ predictions in eval mode with no loss (``run_step`` returns ``losses=None`` then
 giving one prediction dict per image in dataset order.
 """
 import os
-import shutil
 
-from ... import __version__
 from ...callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
-from ...config import save_config
-from ...data.loaders import resolve_num_workers
-from ...distributed import comm
-from ...distributed.launch import launch
 from ...engine.trainer import EngineTrainer
-from ...errors import BaseTrainerError, ConfigError, DataError, exit_with
+from ...errors import ConfigError, DataError
 from ...loggers import build_loggers, check_loggers
 from ...optimizer.build_optimizer import get_optimizer
 from ...scheduler.build_scheduler import get_scheduler
-from ...utils.file_utils import create_dir
-from ...utils.log import set_logger
+from ..startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
 from .coco import CocoDetection, collate_detection
 from .config import check_task_config, parse_config
 from .mean_ap import MeanAPRecorder
@@ -56,26 +49,7 @@ class DetectionTrainer(EngineTrainer):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.num_workers, self.num_workers_reason = resolve_num_workers(cfg.num_workers, self.device)
-        self.model_dir = os.path.join(cfg.work_dir, "model")
-        self.log_dir = os.path.join(cfg.work_dir, "log")
-        self.logger = set_logger(level="info", logfile=os.path.join(self.log_dir, "train.log"),
-                                 is_main_process=self.is_main_process)
-        self.build(cfg)
-        if self.is_main_process:
-            create_dir(self.model_dir)
-            create_dir(self.log_dir)
-            save_config(cfg, os.path.join(cfg.work_dir, "config.yaml"))
-        num_params = sum(p.numel() for p in self.model.parameters())
-        self.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",
-                         __version__, cfg.work_dir, cfg.config_file, self.device, self.world_size)
-        self.logger.info("data: %d train images in %s, %d test images in %s, %d classes | %d loader workers per "
-                         "process (%s)", self.train_num, cfg.train_images, self.test_num, cfg.test_images,
-                         cfg.num_classes, self.num_workers, self.num_workers_reason)
-        length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
-            f" of batches of {cfg.batch_size} ({self.num_batches} per epoch)"
-        self.logger.info("model: %s, %.2fM parameters, input %s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
-                         "x".join(map(str, cfg.input_size)), cfg.optim_type, cfg.lr, length)
+        start_run(self, cfg, train_from=cfg.train_images, test_from=cfg.test_images)
 
     # ------------------------------------------------------------------ data
     def build_train_loader(self, cfg, **kwargs):
@@ -167,16 +141,7 @@ def prepare_data(cfg):
 def run(cfg):
     """What every process runs: trains, then writes the test set's predictions (``log/predictions.json``). A run
     that stops before its first optimizer step, in a work_dir it made itself, removes that work_dir."""
-    made_here = not os.path.exists(cfg.work_dir)
-    trainer = None
-    try:
-        trainer = DetectionTrainer(cfg)
-        logs = trainer.run()
-    except BaseException:
-        if made_here and comm.is_main_process() and _nothing_trained(trainer, cfg.work_dir):
-            set_logger(level="info")  # closes train.log before its folder goes
-            shutil.rmtree(cfg.work_dir, ignore_errors=True)
-        raise
+    trainer, logs = run_or_clean_up(DetectionTrainer, cfg)
     if trainer.test_loader is not None:
         path = os.path.join(trainer.log_dir, "predictions.json")
         count = write_coco_results(trainer, trainer.test_loader, path)
@@ -184,30 +149,16 @@ def run(cfg):
     return logs
 
 
-def _nothing_trained(trainer, work_dir) -> bool:
-    """No optimizer step taken and no checkpoint written (a stop signal at start-up writes one to resume from)."""
-    model_dir = os.path.join(work_dir, "model")
-    saved = any(files for _, _, files in os.walk(model_dir)) if os.path.isdir(model_dir) else False
-    return not saved and (trainer is None or trainer.state.global_step == 0)
-
-
 def train(cfg):
     """Checks ``cfg`` and that its loggers can start, prepares the data and runs :func:`run` in as many processes
     as ``cfg`` asks for."""
     check_task_config(cfg)
-    if cfg.machine_rank == 0 and os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) == "0":
+    if starts_rank_0(cfg):  # the loggers write from rank 0 only
         check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)
-    launch(run, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
-           machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed, args=(cfg,),
-           timeout=cfg.dist_timeout)
+    launch_task(run, cfg)
 
 
 def main(argv=None, prog=None):
     """Command-line entry point: parse, train; a ``BaseTrainerError`` becomes one ``error:`` line and its exit code."""
-    try:
-        cfg = parse_config(argv, prog)
-        set_logger(level="info")
-        train(cfg)
-    except BaseTrainerError as error:
-        exit_with(error)
+    task_main(parse_config, train, argv, prog)
