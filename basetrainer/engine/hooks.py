@@ -78,8 +78,8 @@ class TrainerHooks:
         self.optimizer = self.build_optimizer(cfg, **kwargs)
         self.strategy.check_optimizer(self.model, self.optimizer)  # FSDP: it must hold the sharded parameters
         self.strategy.attach_optimizer(self.optimizer)  # DDP's local SGD: averaging after the steps
-        if self.replica_groups is not None:  # they deal the data; DiLoCo's outer optimizer
-            self.replica_groups.prepare(self.train_loader, self.model, self.strategy, self.state)
+        if self.replica_groups is not None:  # DiLoCo's outer optimizer
+            self.replica_groups.prepare(self.model, self.strategy)
         if self.options.lr_scaling.enabled and self.optimizer is not None:  # before the callbacks: schedules and
             self.lr_scaling = LRScaling(self.options.lr_scaling, self.optimizer, self.train_loader, self.state)
             self.lr_scaling.apply()  # warm-up start from the scaled rate
@@ -99,7 +99,10 @@ class TrainerHooks:
     def _plan_training(self, loader):
         """How long the run is: ``num_epochs`` epochs, or the epochs ``max_iters`` steps take."""
         state, options = self.state, self.options
-        state.batches_per_epoch = data.num_batches(loader)
+        if self.replica_groups is not None:  # they deal the data: an epoch's batches while every group is alive
+            state.batches_per_epoch = self.replica_groups.planned_batches(loader)
+        else:
+            state.batches_per_epoch = data.num_batches(loader)
         self.num_samples = self.train_num = data.num_samples(loader)
         if state.batches_per_epoch == 0 and data.has_length(loader):
             raise DataError("the training loader yields no batch: add data, or lower batch_size")

@@ -24,9 +24,10 @@ __all__ = ["DiLoCoOptions", "FaultTolerance", "start_replica_groups"]
 
 def start_replica_groups(options, device, cfg):
     """This process's :class:`~.replica_groups.ReplicaGroups` for the trainer's ``options`` (a LoopOptions), or
-    None without ``fault_tolerance``, with the options to train with. A group other than 0 writes its run directory
-    under ``work_dir/replica_groups/<group>`` (its logs, checkpoints, config), which ``cfg.work_dir`` then names too,
-    so that the groups' files never collide and each resumes from its own. A restarted group resumes from its last
+    None without ``fault_tolerance``, with the options to train with. Each group writes its run directory under
+    ``work_dir/replica_groups/<group>`` (its logs, checkpoints, config), which ``cfg.work_dir`` then names too, so
+    that the groups' files never collide and each resumes from its own (where the others' are not under it: a DiLoCo
+    group's own weights are its alone). A restarted group resumes from its last
     checkpoint (``resume: auto`` unless ``resume`` says otherwise) before it takes the live groups' state, so that
     it loses only what it trained since, should none be alive."""
     settings = options.fault_tolerance
@@ -42,7 +43,7 @@ def start_replica_groups(options, device, cfg):
     if lighthouse is None:
         raise ConfigError("fault_tolerance.lighthouse: auto is started by launch() for the whole local job; this "
                           "process runs one group alone: give the lighthouse's address (http://host:port)")
-    if group_id and options.work_dir:
+    if options.work_dir:
         work_dir = os.path.join(options.work_dir, "replica_groups", str(group_id))
         _set(cfg, "work_dir", work_dir)
         options = dataclasses.replace(options, work_dir=work_dir)

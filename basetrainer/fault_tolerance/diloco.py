@@ -52,8 +52,6 @@ class DiLoCo:
         self._sent = (index, flat, self.groups.allreduce(flat))
 
     def _apply(self) -> None:
-        if self._sent is None:  # resumed from a checkpoint saved between the send and here
-            self._send(self.groups.manager.current_step() % len(self.fragments))
         index, flat, work = self._sent
         self._sent = None
         work.wait()
@@ -89,10 +87,18 @@ class DiLoCo:
 
     # ------------------------------------------------------------------ checkpoint part
     def state_dict(self) -> dict:
+        """The outer weights and momentum, this group's own weights, and a fragment's average sent and not yet
+        applied (waited for here: a checkpoint between the send and the outer step resumes with it)."""
+        sent = None
+        if self._sent is not None:
+            index, flat, work = self._sent
+            work.wait()
+            sent = [index, flat.cpu().clone()]
         return {"diloco": {"fragments": len(self.fragments),
                            "outer": [[w.cpu().clone() for w in outer] for outer in self.outer],
                            "own": [p.detach().cpu().clone() for p in self.parameters],
-                           "outer_optimizers": [optimizer.state_dict() for optimizer in self.outer_optimizers]}}
+                           "outer_optimizers": [optimizer.state_dict() for optimizer in self.outer_optimizers],
+                           "sent": sent}}
 
     def load_state_dict(self, saved: dict, name: str) -> None:
         part = saved.get("diloco")
@@ -112,12 +118,21 @@ class DiLoCo:
                 parameter.copy_(value)
         for optimizer, state in zip(self.outer_optimizers, part["outer_optimizers"]):
             optimizer.load_state_dict(state)
+        sent = part.get("sent")
+        self._sent = None if sent is None else (sent[0], sent[1].to(self.parameters[0].device), _Received())
 
     def _reset_outer(self) -> None:
         with torch.no_grad():
             for fragment, outer in zip(self.fragments, self.outer):
                 for parameter, weights in zip(fragment, outer):
                     weights.copy_(parameter.detach())
+
+
+class _Received:
+    """A fragment's average already received (restored from a checkpoint): nothing to wait for."""
+
+    def wait(self) -> bool:
+        return True
 
 
 def split_in_fragments(parameters: list, count: int) -> list:

@@ -135,12 +135,15 @@ class ReplicaGroups:
         return host, comm.broadcast_object(port)
 
     # ------------------------------------------------------------------ the trainer's parts
-    def prepare(self, loader, model, strategy, state) -> None:
-        """Called once the trainer is built: checks the training loader (the groups deal its data, see
-        :mod:`.batches`), plans the epoch's batches for every group alive, and under DiLoCo makes the outer
-        optimizer over ``model`` and gives the strategy its outer weights for evaluation, checkpoints and export."""
+    def planned_batches(self, loader) -> int:
+        """The training loader's batches per epoch while every group is alive (the groups deal its data, see
+        :mod:`basetrainer.fault_tolerance.batches`: it must be one ``build_dataloader`` made)."""
         check_loader(loader)
-        state.batches_per_epoch = planned_batches(loader, self.options.replica_groups)
+        return planned_batches(loader, self.options.replica_groups)
+
+    def prepare(self, model, strategy) -> None:
+        """Called once the optimizer is built: under DiLoCo, makes the outer optimizer over ``model`` and gives the
+        strategy its outer weights for evaluation, checkpoints and export."""
         if self.options.diloco is not None:
             self.diloco = DiLoCo(self.options.diloco, self, model)
             strategy.replica_weights = self.diloco.outer_weights

@@ -1,7 +1,7 @@
 """Replica groups through torchft, end to end: groups SIGKILLed between steps, during the gradient all-reduce
 and during a DiLoCo sync; the others go on, the restarted group takes their state from memory and trains alike.
 
-Three jobs of ``support/workers/replica_group_worker.py`` (2 groups of one gloo process, started by launch(), which
+Five jobs of ``support/workers/replica_group_worker.py`` (2 groups of one gloo process, started by launch(), which
 serves the lighthouse and restarts a dead group), shared by the tests:
 
 - *averaging*: 8 epochs of 192 samples, batches of 8, 0.1 s a step; group 1 SIGKILLs itself after its 6th step, and on its restart in the
@@ -9,7 +9,8 @@ serves the lighthouse and restarts a dead group), shared by the tests:
 - *restarted whole*: the same job run again for one more epoch with ``resume: auto``, once it has ended: every group
   resumes from its own last checkpoint on disk;
 - *diloco*: streaming DiLoCo (2 fragments, period 4, fragment_sync_delay 1); group 1 SIGKILLs itself as it sends a
-  sync after its 6th step.
+  sync after its 6th step;
+- *diloco resumed*: streaming DiLoCo uninterrupted, and killed whole and restarted from its checkpoints (below).
 
 Each group records every batch: the step, whether the groups committed it, the sample indices it read, the groups
 alive and a digest of the weights every group holds alike. The tests assert on those records, never on timings.
@@ -64,6 +65,19 @@ def diloco(tmp_path_factory):
     return out, result
 
 
+@pytest.fixture(scope="module")
+def diloco_resumed(tmp_path_factory):
+    """Streaming DiLoCo (period 6, 2 fragments: a sync every 3 steps, sent a step early) uninterrupted, and the same
+    job killed whole at step 22 and restarted: each group resumes from its checkpoint of step 20, saved between a
+    fragment's send and its outer step."""
+    local_sgd = {"mode": "diloco", "period": 6, "fragments": 2, "fragment_sync_delay": 1}
+    settings = {"num_epochs": 4, "local_sgd": local_sgd, "step_seconds": 0}
+    whole, killed = tmp_path_factory.mktemp("whole"), tmp_path_factory.mktemp("killed")
+    run_job(whole, settings)
+    run_job(killed, settings, [{"group": group, "attempt": 0, "at": "step", "step": 22} for group in (0, 1)])
+    return records(whole), records(killed)
+
+
 def test_a_group_killed_between_steps_and_in_the_all_reduce_is_restarted_twice_and_the_other_never(averaging):
     out, result, _ = averaging
     lines = records(out, "first")
@@ -114,7 +128,8 @@ def test_a_job_restarted_whole_resumes_every_group_from_its_own_checkpoint_on_di
         assert resumed[group][0]["step"] == first[0][-1]["step"] + 1  # each from where the job ended
         assert {line["epoch"] for line in resumed[group]} == {EPOCHS}
     assert [line["weights"] for line in resumed[0]] == [line["weights"] for line in resumed[1]]
-    assert (out / "work" / "replica_groups" / "1" / "model" / "last.pth").is_file()
+    for group in (0, 1):
+        assert (out / "work" / "replica_groups" / str(group) / "model" / "last.pth").is_file()
 
 
 def test_diloco_groups_hold_the_same_outer_weights_at_every_step_through_a_death_during_a_sync(diloco):
@@ -126,3 +141,12 @@ def test_diloco_groups_hold_the_same_outer_weights_at_every_step_through_a_death
     assert both and all(line["weights"] == outer[line["step"]] for line in both)
     assert any(not line["committed"] for line in lines[0])  # the sync its peer died in, dropped
     assert len(set(outer.values())) > 2  # the outer steps changed the weights
+
+
+def test_diloco_resumed_from_disk_mid_sync_continues_bitwise_as_if_never_stopped(diloco_resumed):
+    whole, killed = diloco_resumed
+    for group in (0, 1):
+        expected = {line["step"]: (line["weights"], line["own"]) for line in whole[group]}
+        resumed = [line for line in killed[group] if line["attempt"] == 1]
+        assert resumed[0]["step"] == 21 and resumed[-1]["step"] == max(expected)
+        assert [(line["weights"], line["own"]) for line in resumed] == [expected[line["step"]] for line in resumed]

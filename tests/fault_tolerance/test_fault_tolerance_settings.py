@@ -74,7 +74,7 @@ def test_without_torchft_the_error_names_the_pip_command(monkeypatch):
         import_torchft()
 
 
-def test_a_group_other_than_0_writes_its_own_run_directory_and_a_restarted_one_resumes(monkeypatch, tmp_path):
+def test_each_group_writes_its_own_run_directory_and_a_restarted_one_resumes(monkeypatch, tmp_path):
     pytest.importorskip("torchft")
     monkeypatch.setenv("BASETRAINER_REPLICA_GROUP", "1")
     monkeypatch.setenv("BASETRAINER_LIGHTHOUSE", "http://localhost:1")

@@ -94,12 +94,14 @@ class Record(Callback):
         groups = trainer.replica_groups
         dropped = groups.dropped_steps if groups is not None else state.skipped_steps
         committed, self._dropped = dropped == self._dropped, dropped
+        own = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
         with trainer.strategy.averaged_weights(trainer.model):
             weights = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
         line = {"tag": trainer.cfg.get("tag"), "attempt": self.attempt, "epoch": epoch, "step": state.global_step, "committed": committed,
                 "indices": [int(i) for i in inputs[0][:, -1].tolist()],
                 "alive": groups.participants[0] if groups is not None else None,
                 "weights": hashlib.sha1(weights.numpy().tobytes()).hexdigest()[:16],
+                "own": hashlib.sha1(own.numpy().tobytes()).hexdigest()[:16],
                 "loss": float(state.loss), "time": time.time(), "healed_in": self._healed_in}
         self._healed_in = None
         with open(self.path, "a") as out:
