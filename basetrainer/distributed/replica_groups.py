@@ -24,7 +24,8 @@ log. A group that ends with a user error, or saved and stopped (exit 75), is not
 restarts is left out, and the others go on with fewer groups, as the quorum (``min_replicas``) allows. A stop
 signal (SIGTERM, SIGINT, SIGUSR1) is passed on to every group, and nothing is restarted after it; nor after a group
 has ended with 0 (it finished the training: a group restarted then would train again alone), and a group that dies
-then is no failure of the job. The supervisor returns when every group has ended: normally when each ended with 0, with
+then is no failure of the job; a group still running ``join_timeout_ms`` + 10 s after another finished (restarted
+too late to find a live group) is stopped. The supervisor returns when every group has ended: normally when each ended with 0, with
 :class:`~basetrainer.errors.TrainingInterrupted` (exit 75) when the others saved and stopped, otherwise with a
 one-line LaunchError naming each group that failed and how. The lighthouse is shut down at the end, whatever happens.
 The supervisor imports torchft only to serve the lighthouse, and never starts CUDA.
@@ -110,7 +111,8 @@ def supervise(settings: Mapping) -> None:
     """Runs this process's command once per replica group until every group has ended; see the module docstring."""
     command = rerun_command()
     with serving_lighthouse(settings) as lighthouse:
-        supervisor = Supervisor(command, int(settings["replica_groups"]), lighthouse, int(settings["max_restarts"]))
+        supervisor = Supervisor(command, int(settings["replica_groups"]), lighthouse, int(settings["max_restarts"]),
+                                straggler_seconds=int(settings["join_timeout_ms"]) / 1000 + 10)
         supervisor.run()
     supervisor.check_outcome()
 
@@ -168,8 +170,10 @@ class ReplicaGroup:
 class Supervisor:
     """Runs ``command`` once per replica group and restarts the groups that die; see the module docstring."""
 
-    def __init__(self, command, groups: int, lighthouse: str, max_restarts: int):
+    def __init__(self, command, groups: int, lighthouse: str, max_restarts: int, straggler_seconds: float = 40.0):
         self.command, self.lighthouse, self.max_restarts = command, lighthouse, max_restarts
+        self.straggler_seconds = straggler_seconds  # how long a group may run on once another finished
+        self._finished_at = None
         self.groups = [ReplicaGroup(number) for number in range(groups)]
         self.stop_signal = None  # the first stop signal received: nothing is started after it
         self.finished = False  # a group ended with 0: training is done, and nothing is started after it
@@ -187,6 +191,7 @@ class Supervisor:
                     for group in [group for group in running if group.ended()]:
                         if not self._restarted(group):
                             running.remove(group)
+                    self._stop_stragglers(running)
             finally:
                 self._stop_the_live_groups()
 
@@ -216,7 +221,7 @@ class Supervisor:
         code, how = group.process.returncode, group.how_it_ended()
         if code == 0:
             logger.info("replica group %d finished", group.number)
-            self.finished = True
+            self.finished, self._finished_at = True, self._finished_at or time.monotonic()
             return False
         if self.finished and is_restarted(code):  # it would start again alone, the training already done
             logger.warning("replica group %d %s after another group finished the training: not restarted",
@@ -232,6 +237,19 @@ class Supervisor:
         ending = ": the other groups go on without it" if self.stop_signal is None and is_restarted(code) else ""
         logger.warning("replica group %d %s%s%s", group.number, how, self._why_it_ended_there(group), ending)
         return False
+
+    def _stop_stragglers(self, running) -> None:
+        """A group still running ``straggler_seconds`` after another finished the training is one restarted too late
+        to find a live group (it would train the rest again alone): it is stopped (SIGTERM: it saves and stops), and
+        its end is no failure of the job."""
+        if self._finished_at is None or time.monotonic() < self._finished_at + self.straggler_seconds:
+            return
+        for group in running:
+            if group.number not in self.ended_after_finish:
+                logger.warning("replica group %d still runs %.0f s after the training finished: stopped",
+                               group.number, self.straggler_seconds)
+                self.ended_after_finish.add(group.number)
+                group.process.terminate()
 
     def _why_it_ended_there(self, group: ReplicaGroup) -> str:
         """Why a group that failed was not restarted, as the end of a line."""

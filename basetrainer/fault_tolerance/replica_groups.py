@@ -179,7 +179,7 @@ class ReplicaGroups:
             raise RuntimeError(f"replica group {self.group_id} fell behind the others and took their state mid-run; "
                                f"it restarts to rejoin at step {self.manager.current_step()}")
         alive = (self.manager.num_participants(), self.manager.participating_rank())
-        if self.participants[0] and alive[0] != self.participants[0]:
+        if self._in_loop and alive[0] != self.participants[0]:  # at join, the groups are still arriving
             _say("replica group %d: %d group(s) alive, was %d (step %d)", self.group_id, alive[0],
                            self.participants[0], self.manager.current_step())
         self.participants = alive

@@ -20,8 +20,9 @@ def seconds_left(state, batch, seconds_per_batch, eval_every=0, seconds_per_eval
 
 
 def format_seconds(seconds: float) -> str:
-    """``192.4`` -> ``"0:03:12"``."""
-    return str(datetime.timedelta(seconds=round(seconds)))
+    """``192.4`` -> ``"0:03:12"``; a negative time (a run past its planned steps: an epoch that takes more steps
+    while fewer replica groups are alive) as ``0:00:00``."""
+    return str(datetime.timedelta(seconds=max(0, round(seconds))))
 
 
 class EvaluationClock:

@@ -247,3 +247,18 @@ def test_after_a_group_finished_the_training_a_group_that_dies_is_neither_restar
     assert not supervisor._restarted(finished) and not supervisor._restarted(killed)
     assert killed.restarts == 0
     supervisor.check_outcome()  # the job ends well: its training is done
+
+
+def test_a_group_still_running_long_after_another_finished_the_training_is_stopped_and_no_failure():
+    supervisor = Supervisor(["unused"], 2, "http://localhost:1", max_restarts=3, straggler_seconds=0)
+    finished, straggler = supervisor.groups
+    stopped = []
+    finished.process = types.SimpleNamespace(returncode=0)
+    straggler.process = types.SimpleNamespace(returncode=None, terminate=lambda: stopped.append(True))
+    supervisor._restarted(finished)
+    supervisor._stop_stragglers([straggler])
+    supervisor._stop_stragglers([straggler])  # once only
+    assert stopped == [True]
+    straggler.process.returncode = 75  # it saved and stopped
+    assert not supervisor._restarted(straggler)
+    supervisor.check_outcome()
