@@ -47,13 +47,13 @@ from collections.abc import Mapping
 from typing import Optional, Tuple
 
 from ..errors import BaseTrainerError, LaunchError, NonFiniteLossError, TrainingInterrupted
-from ..utils.log import get_logger
+from ..utils.log import REPLICA_GROUP_VARIABLE, get_logger
 from .lighthouse import serving_lighthouse
 from .process_group import started_by_slurm, started_by_torchrun, started_in_a_group
 
 logger = get_logger()
 
-GROUP_VARIABLE = "BASETRAINER_REPLICA_GROUP"
+GROUP_VARIABLE = REPLICA_GROUP_VARIABLE  # "BASETRAINER_REPLICA_GROUP": the log tags a group's lines with it
 LIGHTHOUSE_VARIABLE = "BASETRAINER_LIGHTHOUSE"
 RESTARTS_VARIABLE = "BASETRAINER_REPLICA_GROUP_RESTARTS"
 # What the supervisor reads, where a config made by hand leaves it out: the defaults engine/settings.py declares.
