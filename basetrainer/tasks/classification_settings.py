@@ -149,17 +149,27 @@ TASK_ONLY = Schema([
             group="callbacks"),
 ])
 
+
+def task_loop_settings(default_num_epochs: int, work_dir: str, log_holds: str) -> Schema:
+    """The loop's keys as a task sets them: ``num_epochs`` null meaning ``default_num_epochs`` (unless
+    ``max_iters`` is set), ``gpu_id`` a list of one device or more, and ``work_dir`` required, by default
+    ``work_dir``, its ``log/`` holding ``log_holds``."""
+    return (
+        LOOP_SETTINGS
+        .replace("num_epochs", default=None, nullable=True,
+                 help=f"training epochs (null: {default_num_epochs}, unless max_iters is set)")
+        .replace("gpu_id", kind=ListOf(Integer(minimum=0), min_length=1), default=[0], nullable=False, flag={},
+                 help="GPUs to use; with distributed, one process each (without CUDA: the CPU, or that many CPU "
+                      "processes)")
+        .replace("work_dir", default=work_dir, nullable=False,
+                 help=f"outputs: config.yaml, model/ (checkpoints), log/ ({log_holds})")
+    )
+
+
 # The loop's keys as the task sets them (its own defaults where a run of the example needs them), the keys
 # the model is built from, and the task's own.
 TASK_SETTINGS = (
-    LOOP_SETTINGS
-    .replace("num_epochs", default=None, nullable=True,
-             help=f"training epochs (null: {DEFAULT_NUM_EPOCHS}, unless max_iters is set)")
-    .replace("gpu_id", kind=ListOf(Integer(minimum=0), min_length=1), default=[0], nullable=False, flag={},
-             help="GPUs to use; with distributed, one process each (without CUDA: the CPU, or that many CPU "
-                  "processes)")
-    .replace("work_dir", default="work_dirs/classification", nullable=False,
-             help="outputs: config.yaml, model/ (checkpoints), log/ (text log, history, TensorBoard events)")
+    task_loop_settings(DEFAULT_NUM_EPOCHS, "work_dirs/classification", "text log, history, TensorBoard events")
     + MODEL_SETTINGS
     + TASK_ONLY
 )

@@ -4,9 +4,9 @@ command line (:mod:`basetrainer.tasks.detection.config`) and its part of ``docs/
 ``configs/detection.yaml`` (:mod:`basetrainer.tasks.reference`) are made from these."""
 from ...config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
 from ...config.schema import Schema, Setting
-from ...engine.settings import LOOP_SETTINGS
 from ..classification_settings import GROUPS as CLASSIFICATION_GROUPS
 from ..classification_settings import TASK_ONLY as CLASSIFICATION_ONLY
+from ..classification_settings import task_loop_settings
 from .models import TINY, detector_name
 
 DATA_ROOT = "data/digit_scenes"
@@ -67,15 +67,8 @@ DETECTION_ONLY = Schema([
 
 # The loop's keys as the task sets them, the keys it shares with the classification task, and its own.
 TASK_SETTINGS = (
-    LOOP_SETTINGS
-    .replace("num_epochs", default=None, nullable=True,
-             help=f"training epochs (null: {DEFAULT_NUM_EPOCHS}, unless max_iters is set)")
-    .replace("gpu_id", kind=ListOf(Integer(minimum=0), min_length=1), default=[0], nullable=False, flag={},
-             help="GPUs to use; with distributed, one process each (without CUDA: the CPU, or that many CPU "
-                  "processes)")
-    .replace("work_dir", default="work_dirs/detection", nullable=False,
-             help="outputs: config.yaml, model/ (checkpoints), log/ (text log, history, TensorBoard events, "
-                  "predictions.json)")
+    task_loop_settings(DEFAULT_NUM_EPOCHS, "work_dirs/detection",
+                       "text log, history, TensorBoard events, predictions.json")
     .replace("clip_grad_norm", default=10.0, help="clip the gradients' total norm to this (0: no clipping); a "
                                                    "detector's early losses spike without it")
     + Schema([CLASSIFICATION_ONLY[name] for name in SHARED])
