@@ -4,7 +4,8 @@ and during a DiLoCo sync; the others go on, the restarted group takes their stat
 Five jobs of ``support/workers/replica_group_worker.py`` (2 groups of one gloo process, started by launch(), which
 serves the lighthouse and restarts a dead group), shared by the tests:
 
-- *averaging*: 8 epochs of 192 samples, batches of 8, 0.1 s a step; group 1 SIGKILLs itself after its 6th step, and on its restart in the
+- *averaging*: 8 epochs of 192 samples, batches of 8, 0.05 s a step (0.3 s while a group is missing, so that the
+  restarted group is back before the end however slow its start); group 1 SIGKILLs itself after its 6th step, and on its restart in the
   all-reduce of the step after its 6th;
 - *restarted whole*: the same job run again for one more epoch with ``resume: auto``, once it has ended: every group
   resumes from its own last checkpoint on disk;
@@ -30,7 +31,8 @@ SAMPLES, EPOCHS = 192, 8
 
 
 def run_job(out, settings: dict, faults=()):
-    settings = {"fault_tolerance": {"replica_groups": 2, "timeout": 30}, "step_seconds": 0.1, **settings}
+    settings = {"fault_tolerance": {"replica_groups": 2, "timeout": 30}, "step_seconds": 0.05,
+                "step_seconds_alone": 0.3, **settings}
     result = run_python([WORKER, out, json.dumps(settings), json.dumps(list(faults))], timeout=240,
                         env={"RUST_LOG": "warn"})
     assert result.returncode == 0, result.stderr[-3000:]
@@ -71,7 +73,7 @@ def diloco_resumed(tmp_path_factory):
     job killed whole at step 22 and restarted: each group resumes from its checkpoint of step 20, saved between a
     fragment's send and its outer step."""
     local_sgd = {"mode": "diloco", "period": 6, "fragments": 2, "fragment_sync_delay": 1}
-    settings = {"num_epochs": 4, "local_sgd": local_sgd, "step_seconds": 0}
+    settings = {"num_epochs": 4, "local_sgd": local_sgd, "step_seconds": 0, "step_seconds_alone": 0}
     whole, killed = tmp_path_factory.mktemp("whole"), tmp_path_factory.mktemp("killed")
     run_job(whole, settings)
     run_job(killed, settings, [{"group": group, "attempt": 0, "at": "step", "step": 22} for group in (0, 1)])

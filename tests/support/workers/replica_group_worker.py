@@ -3,7 +3,8 @@
     python tests/support/workers/replica_group_worker.py OUT_DIR '{"fault_tolerance": {...}, ...}' [FAULTS]
 
 The second argument is merged into the toy config (``work_dir`` is OUT_DIR/work; ``step_seconds``: a pause after
-each batch, so that a killed group is back before the others end; ``processes``: per group, under DDP; ``tag``:
+each batch, ``step_seconds_alone`` after a batch trained while a group is missing, so that a killed group is back
+before the others end, however long its restart takes; ``processes``: per group, under DDP; ``tag``:
 written on every line). FAULTS is a JSON list of
 ``{"group": g, "attempt": k, "at": "step"|"allreduce"|"sync", "step": n}``: that group, on its k-th start (0: the
 first), kills itself with SIGKILL after the n-th optimizer step it takes (``step``), or in the steps after that just
@@ -108,7 +109,8 @@ class Record(Callback):
             out.write(json.dumps(line) + "\n")
         if any(f["at"] == "step" and f["step"] == state.global_step for f in self.faults):
             os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(self.trainer.cfg.get("step_seconds", 0))  # long enough for a killed group to come back
+        alone = groups is not None and groups.participants[0] < groups.options.replica_groups
+        time.sleep(self.trainer.cfg.get("step_seconds_alone" if alone else "step_seconds", 0))
 
 
 def _kill_after(owner, method: str, step: int, state) -> None:
