@@ -48,7 +48,9 @@ def test_local_sgd_post_local_sgd_and_powersgd_are_read_with_their_defaults():
     ({"local_sgd": {"peroid": 4}}, "'local_sgd' expects a mapping of period (an integer >= 0), warmup_steps"),
     ({"local_sgd": {"peroid": 4}}, "peroid is no field of it"),
     ({"local_sgd": 16}, "'local_sgd' expects a mapping of period (an integer >= 0), warmup_steps (an integer >= 0), "
-                        "got int 16"),
+                        "mode (average or diloco), "),
+    ({"local_sgd": 16}, "fragment_sync_delay (an integer >= 0), got int 16"),
+    ({"local_sgd": {"mode": "swa"}}, "mode is str 'swa'"),
     ({"local_sgd": {"period": -1}}, "period is int -1"),
     ({"local_sgd": {"period": 4, "warmup_steps": 1.5}}, "warmup_steps is float 1.5"),
     ({"grad_compression": "powersgd", "powersgd": {"rank": 0}}, "mapping of rank (an integer >= 1)"),
