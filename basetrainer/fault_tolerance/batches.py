@@ -19,15 +19,7 @@ from ..data.samplers import TrainSampler, find_sampler
 from ..distributed import comm
 from ..errors import ConfigError
 from ..utils.batch import batch_size
-from ..utils.log import get_logger
-
-logger = get_logger()
-
-
-def _say(message: str, *args) -> None:
-    """A warning about the replica groups, from the group's first process only (its others see the same)."""
-    if comm.is_main_process():
-        logger.warning(message, *args)
+from .messages import say
 
 
 def check_loader(loader) -> None:
@@ -60,9 +52,9 @@ def group_batches(groups, loader, epoch: int):
             deal = (groups.position, world, rank)
             if deal != dealt:
                 if dealt is not None:
-                    _say("replica group %d: the rest of epoch %d (%d samples from position %d) dealt again "
-                                   "over %d group(s), this one %d", groups.group_id, epoch + 1,
-                                   len(order) - groups.position, groups.position, alive, place)
+                    say("replica group %d: the rest of epoch %d (%d samples from position %d) dealt again "
+                        "over %d group(s), this one %d", groups.group_id, epoch + 1,
+                        len(order) - groups.position, groups.position, alive, place)
                 data.shut_down_workers(inner)
                 inner = _loader_over(loader, _share(order, groups.position, world, rank))
                 iterator = data.iterate(inner)

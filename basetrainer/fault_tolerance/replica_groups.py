@@ -25,16 +25,11 @@ import torch
 from ..distributed import comm
 from ..errors import ConfigError
 from ..utils.log import get_logger
+from .messages import say
 from .batches import check_loader, planned_batches
 from .diloco import DiLoCo
 
 logger = get_logger()
-
-
-def _say(message: str, *args) -> None:
-    """A warning about the replica groups, from the group's first process only (its others see the same)."""
-    if comm.is_main_process():
-        logger.warning(message, *args)
 
 TORCHFT_EXTRA = 'pip install "basetrainer[torchft]"'
 
@@ -99,9 +94,8 @@ class ReplicaGroups:
         count, place = self.participants
         self.healed_in = time.perf_counter() - start if healed else None
         if healed:
-            _say("replica group %d: took the training state of a live group (step %d, epoch %d) in %.2f s; "
-                           "%d group(s) alive", self.group_id, self.manager.current_step(), self.epoch + 1,
-                           time.perf_counter() - start, count)
+            say("replica group %d: took the training state of a live group (step %d, epoch %d) in %.2f s; "
+                "%d group(s) alive", self.group_id, self.manager.current_step(), self.epoch + 1, self.healed_in, count)
         else:
             logger.info("replica group %d: joined at step %d, %d group(s) alive, this one %s", self.group_id,
                         self.manager.current_step(), count, place)
@@ -180,8 +174,8 @@ class ReplicaGroups:
                                f"it restarts to rejoin at step {self.manager.current_step()}")
         alive = (self.manager.num_participants(), self.manager.participating_rank())
         if self._in_loop and alive[0] != self.participants[0]:  # at join, the groups are still arriving
-            _say("replica group %d: %d group(s) alive, was %d (step %d)", self.group_id, alive[0],
-                           self.participants[0], self.manager.current_step())
+            say("replica group %d: %d group(s) alive, was %d (step %d)", self.group_id, alive[0],
+                self.participants[0], self.manager.current_step())
         self.participants = alive
         return alive
 
@@ -200,9 +194,9 @@ class ReplicaGroups:
         else:
             self.dropped_steps += 1
             what = "outer step" if self.diloco is not None else "step"
-            _say("replica group %d: the groups did not commit %s %d (a group failed during it): it is "
-                           "dropped on every group and its %d samples are read again", self.group_id, what,
-                           self.manager.current_step() + 1, self.samples_pending)
+            say("replica group %d: the groups did not commit %s %d (a group failed during it): it is "
+                "dropped on every group and its %d samples are read again", self.group_id, what,
+                self.manager.current_step() + 1, self.samples_pending)
         self.samples_pending, self.steps_pending = 0, 0
         return committed
 
