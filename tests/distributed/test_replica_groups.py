@@ -33,7 +33,7 @@ from basetrainer.errors import ConfigError, LaunchError
 from support.processes import run_python
 
 JOB = textwrap.dedent('''
-    import json, os, signal, sys, urllib.request
+    import json, os, signal, sys, time, urllib.request
 
     import torch
     import torch.distributed as dist
@@ -55,6 +55,12 @@ JOB = textwrap.dedent('''
             json.dump({"group_sum": group_sum.item(), "lighthouse": lighthouse, "answered": answered}, record)
         if mode == "kill_once" and (group, restarts, rank) == (1, 0, world_size - 1):
             os.kill(os.getpid(), signal.SIGKILL)
+        if mode == "kill_once" and group == 0:  # still training when group 1 comes back: it is restarted then
+            restarted = os.path.join(out, "1.1.0.json")
+            for _ in range(1200):
+                if os.path.exists(restarted):
+                    break
+                time.sleep(0.1)
         if mode == "fail" and group == 0:
             os.kill(os.getpid(), signal.SIGKILL)
         if mode == "fail" and group == 1:
@@ -79,7 +85,8 @@ def run_job(folder, mode, processes, max_restarts):
 
 @pytest.fixture(scope="module")
 def killed_once(tmp_path_factory):
-    """2 groups of 2 processes; group 1's rank 1 SIGKILLs itself at the group's first start (max_restarts 3)."""
+    """2 groups of 2 processes; group 1's rank 1 SIGKILLs itself at the group's first start (max_restarts 3), and
+    group 0 runs until group 1 is back (a group that dies after another finished is not restarted)."""
     return run_job(tmp_path_factory.mktemp("replica_groups") / "killed_once", "kill_once", 2, 3)
 
 
