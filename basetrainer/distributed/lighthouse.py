@@ -33,7 +33,7 @@ def serving_lighthouse(settings: Mapping):
     """
     address = settings["lighthouse"]
     if address != "auto":
-        yield address if "://" in address else f"http://{address}"
+        yield lighthouse_url(address)
         return
     server = torchft_module("torchft._torchft").LighthouseServer(
         bind="[::]:0", min_replicas=int(settings["min_replicas"]), join_timeout_ms=int(settings["join_timeout_ms"]),
@@ -43,6 +43,11 @@ def serving_lighthouse(settings: Mapping):
         yield server.address()
     finally:
         server.shutdown()
+
+
+def lighthouse_url(address: str) -> str:
+    """A lighthouse's address as torchft takes it: ``host:port`` gets ``http://``."""
+    return address if "://" in address else f"http://{address}"
 
 
 def torchft_module(name: str):

@@ -36,18 +36,17 @@ lighthouse on a machine every group reaches (``torchft_lighthouse --min_replicas
 number and ``lighthouse: http://<that machine>:29510``; the scheduler restarts a group that dies (torchrun's
 ``--max-restarts``, a SLURM requeue).
 """
-import contextlib
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from typing import Optional, Tuple
 
 from ..errors import BaseTrainerError, LaunchError, NonFiniteLossError, TrainingInterrupted
 from ..utils.log import REPLICA_GROUP_VARIABLE, get_logger
+from . import signals
 from .lighthouse import serving_lighthouse
 from .process_group import started_by_slurm, started_by_torchrun, started_in_a_group
 
@@ -262,26 +261,16 @@ class Supervisor:
             return " (a user error: not restarted)"
         return f" after {group.restarts} restart(s), the most allowed (max_restarts)"
 
-    @contextlib.contextmanager
     def _passing_on_stop_signals(self):
         """While inside, a stop signal sent to this process is passed on to every live group (Python lets only the
         main thread handle signals: elsewhere none is handled)."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
         def pass_on(signum, frame):
             self.stop_signal = self.stop_signal or signal.Signals(signum)
             for group in self.groups:
                 if group.process is not None and not group.ended():
                     group.process.send_signal(signum)
 
-        previous = {signum: signal.signal(signum, pass_on) for signum in FORWARDED_SIGNALS}
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        return signals.handling(pass_on, FORWARDED_SIGNALS)
 
     def _stop_the_live_groups(self) -> None:
         """Stops the groups still running when the supervisor itself fails: SIGTERM (they save and stop), then

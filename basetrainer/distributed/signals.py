@@ -65,15 +65,16 @@ def _record(signum, frame):
 
 
 @contextlib.contextmanager
-def handling(handler):
-    """Calls ``handler(signum, frame)`` on a stop signal while inside; the previous handlers come back after.
+def handling(handler, signums=STOP_SIGNALS):
+    """Calls ``handler(signum, frame)`` on a stop signal (one of ``signums``) while inside; the previous handlers
+    come back after.
 
     Python lets only the main thread install handlers; elsewhere this does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
     try:
         yield
     finally:

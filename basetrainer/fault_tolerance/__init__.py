@@ -14,6 +14,7 @@ torchft is an extra (``pip install "basetrainer[torchft]"``), imported only when
 import dataclasses
 import os
 
+from ..distributed.lighthouse import lighthouse_url
 from ..distributed.replica_groups import replica_group_from_environment
 from ..errors import ConfigError
 from .options import DiLoCoOptions, FaultTolerance
@@ -52,11 +53,7 @@ def start_replica_groups(options, device, cfg):
     if restarts and options.resume is None:
         options = dataclasses.replace(options, resume="auto")
     from .replica_groups import ReplicaGroups  # imports torchft: only when asked
-    return ReplicaGroups(settings, group_id, _with_scheme(lighthouse), device), options
-
-
-def _with_scheme(address: str) -> str:
-    return address if "://" in address else f"http://{address}"
+    return ReplicaGroups(settings, group_id, lighthouse_url(lighthouse), device), options
 
 
 def _set(cfg, key: str, value) -> None:

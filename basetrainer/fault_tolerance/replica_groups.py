@@ -15,7 +15,6 @@ quorum, between two units; torchft sends it over HTTP from the peer's memory, no
 """
 import contextlib
 import datetime
-import importlib.util
 import os
 import time
 import warnings
@@ -23,7 +22,7 @@ import warnings
 import torch
 
 from ..distributed import comm
-from ..errors import ConfigError
+from ..distributed.lighthouse import torchft_module
 from ..utils.log import get_logger
 from .messages import say
 from .batches import check_loader, planned_batches
@@ -31,18 +30,13 @@ from .diloco import DiLoCo
 
 logger = get_logger()
 
-TORCHFT_EXTRA = 'pip install "basetrainer[torchft]"'
-
 
 def import_torchft():
-    """torchft's modules, or a one-line error naming the pip command."""
-    if importlib.util.find_spec("torchft") is None:
-        raise ConfigError(f"fault_tolerance needs torchft: {TORCHFT_EXTRA}")
-    os.environ.setdefault("RUST_LOG", "warn")  # torchft's quorum and commit lines, every step, at info
+    """torchft with its Manager and process groups, or a one-line error naming the pip command."""
+    torchft_module("torchft.manager")
+    torchft_module("torchft.process_group")
     warnings.filterwarnings("ignore", message="The given buffer is not writable")  # its state transfer's reader
-    import torchft.manager
-    import torchft.process_group
-    return torchft
+    return torchft_module("torchft")
 
 
 class ReplicaGroups:
