@@ -57,24 +57,17 @@ class CheckpointManager:
         self.path = path
 
     # ------------------------------------------------------------------ saving
-    def state_dict(self, with_weights: bool = True) -> dict:
+    def state_dict(self, with_weights: bool = True, rank_only: bool = False) -> dict:
         """The whole training state (every rank calls it: parts gather over ranks). ``with_weights=False``
-        leaves out the model and the optimizer (a sharded checkpoint saves those itself)."""
-        saved = {"basetrainer_version": __version__}
-        for part in (*self.parts.values(), self.random_streams):
-            saved.update(part.state_dict())
-        saved.update(self.model.state_dict() if with_weights else self.model.architecture())
-        return saved
-
-    def rank_state_dict(self) -> dict:
-        """This rank's training state, gathering nothing (its own random streams in its place): what this rank hands
-        the same rank of another replica group, which asks at a time of its own (see
-        :mod:`basetrainer.fault_tolerance`). Full weights on every rank (DDP), not shards."""
+        leaves out the model and the optimizer (a sharded checkpoint saves those itself). ``rank_only``: this
+        rank's alone, gathering nothing (its own random streams in its place), as it hands the same rank of another
+        replica group, which asks at a time of its own (see :mod:`basetrainer.fault_tolerance`; full weights on
+        every rank under DDP, not shards)."""
         saved = {"basetrainer_version": __version__}
         for part in self.parts.values():
             saved.update(part.state_dict())
-        saved.update(self.random_streams.own_state_dict())
-        saved.update(self.model.state_dict())
+        saved.update(self.random_streams.own_state_dict() if rank_only else self.random_streams.state_dict())
+        saved.update(self.model.state_dict() if with_weights else self.model.architecture())
         return saved
 
     def save(self, path=None) -> str:

@@ -62,8 +62,9 @@ class TrainerRequests:
         elif self.is_main_process:
             log_resume(path, self.state)
         if self.replica_groups is not None:  # behind the live groups (a restart): their state, from memory
-            self.replica_groups.join(self.checkpoints.rank_state_dict, lambda state: self.checkpoints.load_state_dict(
-                state, name="a live replica group's training state"))
+            self.replica_groups.join(lambda: self.checkpoints.state_dict(rank_only=True),
+                                     lambda state: self.checkpoints.load_state_dict(
+                                         state, name="a live replica group's training state"))
 
     def _track_checkpoint_parts(self):
         """Hands the checkpoint manager what a training checkpoint holds, in the order a resume loads it."""

@@ -92,7 +92,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         self.is_main_process = comm.is_main_process()
         options = LoopOptions.from_config(cfg)  # every key checked before anything is made
         self.device = comm.get_device(options.gpu_id)
-        # fault_tolerance: this process's replica group (None without), and its own work_dir in groups other than 0
+        # fault_tolerance: this process's replica group (None without), and the group's own work_dir
         self.replica_groups, self.options = start_replica_groups(options, self.device, cfg)
         options = self.options
         self.mesh = build_mesh(options.mesh, self.device)  # before the loaders, which shard by data-parallel rank
