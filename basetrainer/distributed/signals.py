@@ -22,6 +22,14 @@ def received():
     return _received
 
 
+def consume() -> None:
+    """Forgets the recorded stop signal once a run has stopped for it, so that a run started later in this process
+    (a test's, a notebook's) does not stop for it again while another recording scope (a trainer built and not yet
+    collected) keeps the flag from being cleared."""
+    global _received
+    _received = None
+
+
 def record():
     """Starts recording stop signals; returns the function that ends this scope (idempotent).
 

@@ -95,6 +95,7 @@ class Preemption:
         signum = self.agreed or self.signum
         name = signum.name if signum else "a stop request"
         requeued = self._requeue() if signum == getattr(signal, "SIGUSR1", None) else ""
+        signals.consume()  # acted on: this run stops for it, a later one in this process must not
         raise TrainingInterrupted(f"stopped by {name} {where}; {requeued or 'rerun with resume: auto to continue'}")
 
     def _agreed(self) -> bool:
