@@ -28,6 +28,9 @@ EXTRAS = {
     "ray": ["ray[train]>=2.40"],  # basetrainer.integrations.ray, basetrainer train --ray N
     # fault_tolerance: replica groups, their lighthouse and DiLoCo (the nightly's all-reduce survives a peer's death).
     "torchft": ["torchft-nightly>=2026.10.26"],
+    # Streaming shards (basetrainer shards; train_data: s3://...): litdata's format, reader and downloaders. Not
+    # MosaicML Streaming: it pins numpy<2.2 and transformers<5 (docs/guides/streaming.md has the comparison).
+    "streaming": ["litdata>=0.2.76,<0.3"],
     # The documentation site (docs/): python -m sphinx -W --keep-going -n -b html docs docs/_build/html
     "docs": ["sphinx>=8.1", "myst-parser>=4", "furo>=2024.8", "sphinx-argparse>=0.5", "sphinx-copybutton>=0.5"],
     # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni pins
@@ -35,10 +38,11 @@ EXTRAS = {
     # hypothesis: the property-based fuzzing of configs, YAML files and command lines (tests/config, tests/e2e).
     # pytest-xdist: the suite runs one test process per core (-n auto), a file's tests in one of them.
     # psutil: the loader-worker tests count the test process's children.
+    # moto[server]: the S3-compatible server the streaming tests start on a local port (no mock of the client).
     "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.100", "psutil>=5.9", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9",
              "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1",
              "torchmetrics>=1.4", "pycocotools>=2.0.7", "timm>=1.0", "ray[train]>=2.40",
-             "torchft-nightly>=2026.10.26"],
+             "torchft-nightly>=2026.10.26", "litdata>=0.2.76,<0.3", "moto[server]>=5.0"],
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})
 

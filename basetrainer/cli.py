@@ -14,6 +14,7 @@
     basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ --out p.csv
     basetrainer export work_dirs/classification/model/last --out weights.pth
     basetrainer export work_dirs/detection/model/model_final.pth --out detector.onnx
+    basetrainer shards --image-folder D/train --out shards/train   # then train_data=shards/train, or its s3:// URL
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
 ``examples/example.py``, with the same flags and config keys (with ``--task detection``,
@@ -62,11 +63,13 @@ TOOLS = {
     "batch-find": "the largest batch per process that fits, and where throughput stops growing "
                   "(basetrainer batch-find --help)",
     "study": "one run per batch size, lr scaled, with the time to a target accuracy (basetrainer study --help)",
+    "shards": "write an image folder, COCO data or a dataset of one's own as shards to stream from a folder or "
+              "object storage (basetrainer shards --help)",
 }
 # What ``basetrainer train --task NAME`` runs: each module has main(argv, prog).
 TASKS = {"classification": "basetrainer.tasks.classification", "detection": "basetrainer.tasks.detection"}
 TOOL_MODULES = {"lr-find": "basetrainer.tuning.lr_find_command", "batch-find": "basetrainer.tuning.batch_find_command",
-                "study": "basetrainer.study.command"}
+                "study": "basetrainer.study.command", "shards": "basetrainer.tasks.shards"}
 
 
 def get_parser():
@@ -243,7 +246,8 @@ def main(argv=None):
         return export(args)
     if args.command == "predict":
         return predict(args)
-    parser.error("give a command: train, lr-find, batch-find, study, export or predict (e.g. basetrainer train --help)")
+    parser.error("give a command: train, lr-find, batch-find, study, shards, export or predict "
+                 "(e.g. basetrainer train --help)")
 
 
 if __name__ == "__main__":

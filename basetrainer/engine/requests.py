@@ -8,6 +8,7 @@ here; the events that carry them are documented on :class:`~basetrainer.engine.e
 from ..checkpoint import parts
 from ..config import to_plain
 from ..data import loaders as data
+from ..data.streaming.position import stream_parts
 from ..distributed import comm
 from ..utils.seeding import seed_everything
 from . import evaluation
@@ -78,6 +79,7 @@ class TrainerRequests:
             "callbacks": parts.CallbackStates(self.callbacks),
             "run": state,
             "layout": DataLayout(self.train_loader, state, comm.get_data_parallel_world_size()),
+            **stream_parts(self.train_loader, state, comm.get_data_parallel_world_size()),  # shards: which ones
             **({"lr_scaling": self.lr_scaling} if self.lr_scaling is not None else {}),  # after the layout it reads
             "config": parts.ConfigRecord(to_plain(self.cfg), self.resume_settings),
             **self.strategy.checkpoint_parts(),

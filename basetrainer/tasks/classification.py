@@ -32,6 +32,8 @@ from ..checkpoint import files as checkpoint_files
 from ..checkpoint.weights import load_weights
 from ..criterion.criterion import get_criterion
 from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefolder
+from ..data.streaming import is_shard_location, open_shards
+from ..data.streaming.settings import shard_options
 from ..engine.trainer import EngineTrainer
 from ..errors import ConfigError
 from ..loggers import build_loggers, check_loggers
@@ -79,6 +81,12 @@ class ClassificationTrainer(EngineTrainer):
 
     # ------------------------------------------------------------------ data
     def build_train_loader(self, cfg, **kwargs):
+        if is_shard_location(cfg.train_data):
+            dataset = self._shards(cfg, "train_data", train=True)
+            self.classes = dataset.classes
+            cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
+            return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
+                                         distributed=cfg.distributed)
         dataset = CheckedImageFolder(cfg.train_data, transform=build_transform(cfg, train=True),
                                      on_bad_image=cfg.on_bad_image, name="train_data")
         self.classes = dataset.classes
@@ -89,12 +97,27 @@ class ClassificationTrainer(EngineTrainer):
     def build_test_loader(self, cfg, **kwargs):
         if not cfg.test_data:
             return None
+        if is_shard_location(cfg.test_data):
+            dataset = self._shards(cfg, "test_data", train=False)
+            check_same_classes(self.train_loader.dataset, dataset)
+            return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
+                                         distributed=cfg.distributed)
         dataset = CheckedImageFolder(cfg.test_data, transform=build_transform(cfg, train=False),
                                      on_bad_image=cfg.on_bad_image, name="test_data")
         check_same_classes(self.train_loader.dataset, dataset)
         # Sharded without padding: every test image is counted once, whatever the number of processes.
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
                                      distributed=cfg.distributed)
+
+    @staticmethod
+    def _shards(cfg, key, train):
+        """The image-folder shards ``cfg[key]`` names (a folder basetrainer shards wrote, or a remote URL)."""
+        dataset = open_shards(cfg[key], transform=build_transform(cfg, train=train), on_bad_image=cfg.on_bad_image,
+                              name=key, **shard_options(cfg))
+        if dataset.kind != "images":
+            raise ConfigError(f"{key}: {cfg[key]} holds {dataset.kind} shards; the classification task reads shards "
+                              f"of an image folder (basetrainer shards --image-folder)")
+        return dataset
 
     # ------------------------------------------------------------------ model
     def build_model(self, cfg, **kwargs):
