@@ -25,10 +25,11 @@ FIRST_WAIT_S = 0.2  # the first wait between tries, doubled up to MAX_WAIT_S
 MAX_WAIT_S = 5.0
 
 
-def fetch_with_retries(url: str, path: str, budget_s: float, what: str) -> None:
+def fetch_with_retries(url: str, path: str, budget_s: float, what: str, retry_missing: bool = False) -> None:
     """Downloads ``url`` to ``path``, trying again for ``budget_s`` seconds (a server restarting, a network
-    outage); then a DataError naming ``url``. Not retried: an object the server does not have (FileNotFoundError),
-    and a full disk (a DataError naming the cache folder)."""
+    outage); then a DataError naming ``url``. Not retried: a full disk (a DataError naming the cache folder), and
+    unless ``retry_missing`` (a shard the manifest lists: a store coming back may not serve it at once) an object
+    the server does not have (FileNotFoundError)."""
     deadline, wait, tries = time.monotonic() + budget_s, FIRST_WAIT_S, 0
     while True:
         tries += 1
@@ -36,23 +37,24 @@ def fetch_with_retries(url: str, path: str, budget_s: float, what: str) -> None:
             library.download(url, path)
             return
         except OSError as error:
-            if isinstance(error, FileNotFoundError):
+            if isinstance(error, FileNotFoundError) and not retry_missing:
                 raise
             if error.errno == errno.ENOSPC:
                 raise DataError(f"{what}: no space left in the cache folder {os.path.dirname(path)} for {url}; free "
                                 f"space there, lower shards.cache_limit or point shards.cache elsewhere") from None
             reason = error
         except Exception as error:  # noqa: BLE001 - botocore, obstore and HTTP clients fail in many ways
-            if _not_found(error):
+            if _not_found(error) and not retry_missing:
                 raise FileNotFoundError(url) from None
             reason = error
-        if time.monotonic() + wait > deadline:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             text = str(reason).strip().splitlines()[0] if str(reason).strip() else type(reason).__name__
             raise DataError(f"{what}: cannot download {url} after {tries} tries in {budget_s:g} s ({text}); check "
                             f"that the server is up (the run resumes from its last checkpoint with resume: auto)")
         if tries == 1:
             logger.warning("%s: downloading %s failed (%s); trying again for %g s", what, url, reason, budget_s)
-        time.sleep(wait)
+        time.sleep(min(wait, remaining))  # a last try at the budget's end
         wait = min(2 * wait, MAX_WAIT_S)
 
 
@@ -100,7 +102,7 @@ class ShardCache:
         url = self.location.file(shard["file"])
         temporary = f"{path}.{os.getpid()}.tmp"
         try:
-            fetch_with_retries(url, temporary, self.retry_s, self.location.name)
+            fetch_with_retries(url, temporary, self.retry_s, self.location.name, retry_missing=True)
             problem = _problem(temporary, shard)
             if problem:
                 raise DataError(f"{self.location.name}: shard {url} is damaged ({problem}); write the shards "

@@ -54,10 +54,11 @@ def download(url: str, path: str) -> None:
 
 
 def _s3_client():
-    if _S3.get("pid") != os.getpid():  # one per process: a forked loader worker makes its own
+    key = os.getpid(), os.environ.get("AWS_ENDPOINT_URL")  # a forked loader worker makes its own
+    if _S3.get("key") != key:
         import boto3
         from botocore.config import Config
 
         config = Config(retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=60)
-        _S3.update(pid=os.getpid(), client=boto3.client("s3", config=config))
+        _S3.update(key=key, client=boto3.client("s3", config=config))
     return _S3["client"]
