@@ -21,7 +21,6 @@ from ..config.flags import ArgumentParser
 from ..data.streaming.location import parse_size
 from ..data.streaming.writer import DEFAULT_SHARD_BYTES, coco_record, image_folder_records, write_shards
 from ..errors import BaseTrainerError, ConfigError, exit_with
-from .detection.coco import read_instances
 
 
 def get_parser(prog=None):
@@ -54,6 +53,8 @@ def coco_records(images, annotations):
     the order of the category ids, as the detection task reads them)."""
     if not os.path.isdir(images):
         raise ConfigError(f"--coco: no such folder {images}; give the folder of the images that {annotations} names")
+    from .detection.coco import read_instances  # the detection task's reader, loaded for --coco only
+
     coco = read_instances(annotations, "--coco")
     order = sorted(category["id"] for category in coco["categories"])
     label_of = {category_id: label for label, category_id in enumerate(order, start=1)}
