@@ -43,6 +43,7 @@ class ShardDataset(Dataset):
                  shuffle_window=4, on_bad_image="raise", name="data"):
         if int(shuffle_window) < 1:
             raise ConfigError(f"shards.shuffle_window: {shuffle_window} is below 1; give the shards read at once")
+        library.litdata()  # here, in the training process: loader workers forked from it find it imported
         self.location = ShardLocation(location, name)
         self.name, self.transform, self.on_bad_image = name, transform, on_bad_image
         self.window, self.retry_s = int(shuffle_window), float(retry_seconds)
@@ -134,6 +135,8 @@ class ShardDataset(Dataset):
         for attempt in range(2):
             path = self.cache.fetch(position) if self.cache is not None else None
             try:
+                if self.manifest.kind != "dataset":  # records of files and numbers: no tensors
+                    return self._litdata_reader(folder)[index]
                 with warnings.catch_warnings():  # a tensor over the read's own bytes: copied below
                     warnings.filterwarnings("ignore", message="The given buffer is not writable")
                     return _own_copy(self._litdata_reader(folder)[index])
@@ -243,7 +246,7 @@ def _seeded(seed, epoch, index):
         return
     states = torch.get_rng_state(), random.getstate(), np.random.get_state()
     mixed = (seed * 1_000_003 + epoch * 7_919 + index * 104_729 + 0x5EED) % (2**31 - 1)
-    torch.manual_seed(mixed)
+    torch.default_generator.manual_seed(mixed)  # the CPU's: torch.manual_seed would also queue every CUDA device
     random.seed(mixed)
     np.random.seed(mixed)
     try:

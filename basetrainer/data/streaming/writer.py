@@ -14,6 +14,7 @@ import os
 import shutil
 import warnings
 
+import torch
 from tqdm import tqdm
 
 from ...errors import ConfigError, DataError
@@ -94,6 +95,9 @@ def image_folder_records(root):
         raise DataError(f"--image-folder {root}: {error}") from None
     if not samples:
         raise DataError(f"--image-folder {root} holds no images ({' '.join(IMG_EXTENSIONS)}) in class folders")
+    # An ImageFolder lists its images class by class; written so, a shard would hold one class and a shuffle
+    # window a few. Written in a fixed random order, every shard holds every class (the same order every time).
+    samples = [samples[index] for index in torch.randperm(len(samples), generator=torch.Generator().manual_seed(0))]
 
     def records():
         for path, label in samples:
