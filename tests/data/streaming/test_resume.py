@@ -3,6 +3,7 @@ number of processes trains on every remaining sample of the epoch once: the jobs
 (a model with BatchNorm, dropout, momentum, a cosine schedule) on 96 samples in shards, one epoch of batches of 8,
 checkpointing every 2 steps. The jobs run once, in a module fixture, and the tests read what they left."""
 import json
+import re
 import shutil
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from basetrainer.checkpoint import load_checkpoint
 from support.compare import load_result, same_weights
 from support.processes import TINY, run_python
-from support.shards import numbered_shards
+from support.shards import S3Server, numbered_shards
 
 pytestmark = pytest.mark.slow
 
@@ -20,21 +21,24 @@ SAMPLES, BATCH = 96, 8
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Every job once: an uninterrupted one; one SIGKILLed after its 5th batch and resumed on 1 process, and
-    (a copy of its checkpoint) on 2; one of 2 processes SIGKILLed after their 3rd batch and resumed on 1. Each
-    job records what it trained under ``<run>/<phase>``; ``<run>/resume_at`` is the batch its checkpoint resumes."""
+    (a copy of its checkpoint) on 2; one of 2 processes SIGKILLed after their 3rd batch and resumed on 1; one
+    reading the shards from moto's S3 server, which stops for good after its 4th batch, resumed once the server
+    is back. Each job records what it trained under ``<run>/<phase>``; ``<run>/resume_at`` is the batch its
+    checkpoint resumes."""
     root = tmp_path_factory.mktemp("streaming_resume")
     shards = numbered_shards(root / "shards", n=SAMPLES, shard_bytes=1200)
 
-    def job(name, phase, *flags, workers=2):
+    def job(name, phase, *flags, workers=2, env=None, fails=False):
         (root / name / phase).mkdir(parents=True)
         result = run_python([TINY, "--epochs", 1, "--batch-size", BATCH, "--shards", shards, "--workers", workers,
                              "--every-n-iters", 2, "--work-dir", root / name, "--out", root / f"{name}.pt",
-                             "--record", root / name / phase, *flags])
-        killed = "--kill-at" in flags
+                             "--record", root / name / phase, *flags], env=env)
+        killed = "--kill-at" in flags or fails
         assert (result.returncode != 0) == killed, result.stderr[-3000:]
         if killed:
             checkpoint = load_checkpoint(str(root / name / "model" / "last.pth"))
             (root / name / "resume_at").write_text(str(checkpoint["batch"]))
+        return result
 
     job("reference", "whole")
     job("killed", "before", "--kill-at", "0:4")  # SIGKILLed after its 5th batch, before that batch's checkpoint
@@ -43,6 +47,19 @@ def runs(tmp_path_factory):
     job("grown", "after", "--resume", "auto", "--procs", 2, workers=0)  # the elastic runs read in-process
     job("shrunk", "before", "--procs", 2, "--kill-at", "0:2", workers=0)
     job("shrunk", "after", "--resume", "auto", workers=0)
+    server = S3Server().start()  # the same shards from a server that goes away after the 4th batch, for good
+    try:
+        url = server.upload(shards, "shards", "numbered")
+        remote = ["--shards", url, "--shard-cache", root / "cache", "--retry-seconds", 2]
+        (root / "remote").mkdir()
+        (root / "remote" / "stopped.txt").write_text(
+            job("remote", "before", *remote, "--stop-process-at", f"0:3:{server.process.pid}", workers=0,
+                env=server.env, fails=True).stderr)
+        server.start()  # back, with the same objects
+        server.upload(shards, "shards", "numbered")
+        job("remote", "after", *remote, "--resume", "auto", workers=0, env=server.env)
+    finally:
+        server.stop()
     return root
 
 
@@ -84,3 +101,15 @@ def test_an_elastic_resume_trains_every_remaining_sample_of_the_epoch_once(runs,
     after = [i for indices in trained(runs / run / "after").values() for i in indices]
     assert sorted(before + after) == list(range(SAMPLES))
     assert {rank for rank, _ in trained(runs / run / "after")} == ({"rank0", "rank1"} if run == "grown" else {"rank0"})
+
+
+def test_a_server_that_stays_down_stops_the_run_with_one_line_naming_the_shards_url(runs):
+    errors = [line for line in (runs / "remote" / "stopped.txt").read_text().splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert re.search(r"cannot download s3://shards/numbered/chunk-0-\d+\.bin after \d+ tries in 2 s", errors[0])
+
+
+def test_the_run_stopped_by_the_server_resumes_with_nothing_lost_or_repeated(runs):
+    assert same_weights(load_result(runs / "remote.pt")["weights"], load_result(runs / "reference.pt")["weights"])
+    assert sorted(checkpointed(runs / "remote") + [i for indices in trained(runs / "remote" / "after").values()
+                                                   for i in indices]) == list(range(SAMPLES))

@@ -17,7 +17,8 @@ it opened for writing under the work dir (seen through a Python audit hook) and 
 events of each phase it saw. ``--shards LOCATION`` trains on shards of the same kind of samples
 (``support.shards.Numbered``: the noise is the shards' augmentation, seeded per sample) with
 ``--workers N`` loader workers, and ``--record D`` makes every rank append to D the sample indices
-of each batch it trains (``rank<R>.jsonl``: epoch, batch, indices).
+of each batch it trains (``rank<R>.jsonl``: epoch, batch, indices); ``--stop-process-at E:B:PID``
+stops the process PID (a server the shards come from) after batch B of epoch E.
 
     python tests/workers/tiny.py --work-dir D --out W.pt [--procs 2] [--resume auto] ...
 """
@@ -111,6 +112,8 @@ class Fault(Callback):
             time.sleep(3600)
         if cfg.kill_at == here:
             os.kill(os.getpid(), signal.SIGKILL)
+        if cfg.stop_process_at and cfg.stop_process_at[:2] == here and trainer.rank == 0:
+            os.kill(cfg.stop_process_at[2], signal.SIGTERM)  # a server the job reads from goes away
         if cfg.signal_at and cfg.signal_at[:2] == here and trainer.rank == 0:
             send_to_launcher(cfg.signal_at[2], trainer.world_size)
         if cfg.die_once_at == here and trainer.rank == trainer.world_size - 1:
@@ -326,6 +329,8 @@ def parse(argv=None):
     p.add_argument("--retry-seconds", dest="retry_seconds", type=float, default=60.0)
     p.add_argument("--workers", type=int, default=0, help="training loader workers (with --shards)")
     p.add_argument("--record", default=None, help="a folder: each rank appends the indices it trains on")
+    p.add_argument("--stop-process-at", dest="stop_process_at", default=None,
+                   type=lambda s: tuple(int(v) for v in s.split(":")), help="E:B:PID: SIGTERM to PID after batch B")
     p.add_argument("--gpu", action="store_true", help="train on GPUs 0..procs-1 (NCCL) instead of the CPU")
     cfg = p.parse_args(argv, namespace=Cfg())
     cfg.gpu_id = list(range(cfg.procs)) if cfg.gpu else None
