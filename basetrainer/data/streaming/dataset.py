@@ -76,12 +76,12 @@ class ShardDataset(Dataset):
 
     @property
     def categories(self) -> list:
-        """COCO shards: the category names, labels 1 to n (0 is the background)."""
+        """The category names of COCO shards, labels 1 to n (0 is the background)."""
         return list(self.manifest.meta.get("categories", []))
 
     @property
     def category_ids(self) -> list:
-        """COCO shards: the COCO id of each label - 1."""
+        """The COCO id of each label - 1 of COCO shards."""
         return list(self.manifest.meta.get("category_ids", []))
 
     @property
@@ -90,7 +90,7 @@ class ShardDataset(Dataset):
 
     @property
     def image_ids(self) -> list:
-        """COCO shards: each image's COCO id, in dataset order."""
+        """Each image's COCO id in COCO shards, in dataset order."""
         return list(self.manifest.meta.get("image_ids", []))
 
     def epoch_permutation(self, seed: int, epoch: int) -> list:

@@ -33,7 +33,7 @@ class Manifest:
 
     @property
     def digest(self) -> str:
-        """A checksum of the shards' list: equal digests, the same samples in the same shards."""
+        """The SHA-256 of the shards' list (equal digests, the same samples in the same shards)."""
         text = json.dumps([self.kind, self.shards, self.meta], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
 

@@ -36,6 +36,13 @@ def test_the_order_reads_one_shuffle_window_of_shards_at_a_time(shards):
     assert first <= 2
 
 
+def test_the_order_reads_runs_of_samples_from_one_shard_not_a_new_shard_each_sample(shards):
+    data = open_shards(shards, shuffle_window=4)
+    order = data.epoch_permutation(0, 0)
+    switches = sum(data.manifest.shard_of(a) != data.manifest.shard_of(b) for a, b in zip(order, order[1:]))
+    assert switches <= len(order) // 4  # runs of up to 8 (a shard's last run may be shorter)
+
+
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_the_ranks_train_on_every_sample_of_an_epoch_once(shards, world):
     data = open_shards(shards)
