@@ -30,6 +30,7 @@ extensions = [
     "sphinxarg.ext",
     "sphinx_copybutton",
     "basetrainer_docs",
+    "basetrainer_checks",  # code lines wider than the box, links a reader cannot follow, flags the CLI reference omits
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
@@ -39,7 +40,9 @@ templates_path = ["_templates"]
 
 # MyST: heading anchors, so that [text](page.md#a-heading) links are checked too.
 myst_heading_anchors = 3
-myst_enable_extensions = ["colon_fence", "deflist", "substitution"]
+# attrs_block: {.wide-output} before a block of a program's output whose lines may be wider than the code box
+# (docs/_ext/basetrainer_checks.py).
+myst_enable_extensions = ["attrs_block", "colon_fence", "deflist", "substitution"]
 
 # The API reference: one page per module, generated from the docstrings.
 autosummary_generate = True
