@@ -4,7 +4,9 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
-VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "basetrainer" / "__init__.py").read_text()).group(1)
+PACKAGE = (HERE / "basetrainer" / "__init__.py").read_text()
+VERSION = re.search(r'__version__ = "([^"]+)"', PACKAGE).group(1)
+URL = re.search(r'__url__ = "([^"]*)"', PACKAGE).group(1)  # empty until the project has a public address
 
 # Export to ONNX: torch's exporter (onnx, onnxscript), the check (onnxruntime), simplifying (onnxslim).
 ONNX = ["onnx>=1.18", "onnxruntime>=1.20", "onnxscript>=0.5", "onnxslim>=0.1.80"]
@@ -51,6 +53,7 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
+    **({"url": URL, "project_urls": {"Source": URL, "Issues": f"{URL}/issues"}} if URL else {}),
     python_requires=">=3.9",
     packages=find_packages(include=["basetrainer", "basetrainer.*"]),
     package_data={"basetrainer": ["data/*.csv.gz", "data/NOTICE"]},
