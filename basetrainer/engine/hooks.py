@@ -89,7 +89,8 @@ class TrainerHooks:
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
         self.callbacks += added_callbacks()  # a driver's, after the trainer's own (Ray Train's reporter)
         # the engine's own, among the callbacks so that what they recorded travels in checkpoints
-        self.callbacks.append(RunSummary(os.path.join(self.options.work_dir or os.curdir, "log")))
+        work_dir = self.options.work_dir
+        self.callbacks.append(RunSummary(os.path.join(work_dir, "log") if work_dir else None))
         if self.options.target is not None:
             set_names = [name for name, _ in evaluation.test_sets(self.test_loader)]
             self.callbacks.append(time_to_target(self.options.target, self.callbacks, set_names, self.options.work_dir))

@@ -2,7 +2,8 @@
 
 The trainer adds :class:`RunSummary` to its callbacks in ``build`` (among ``callbacks``, so that the epochs of
 the runs a resumed one continues travel in checkpoints). After every epoch and at the end of training the main
-process writes ``<work_dir>/log/run_summary.json`` (``log/`` in the current folder without a work_dir)::
+process writes ``<work_dir>/log/run_summary.json`` (a trainer without a work_dir writes none: it is a file of
+the run's folder)::
 
     {"epochs": [{"epoch": 1, "time_s": 12.4, "samples_per_s": 131.0, "peak_memory_gib": 0.91,
                  "test": {"Acc": 97.2, "loss": 0.11}}, ...],
@@ -50,12 +51,12 @@ def numbers(values):
 
 class RunSummary(Callback):
     """Records each epoch's training time, speed, peak memory and evaluation into ``out_dir``/run_summary.json
-    (main process; see the module docstring)."""
+    (main process; see the module docstring); with ``out_dir`` None, in ``epochs`` only."""
 
     priority = LATE  # after the recorders publish the evaluation
     state_key = "run_summary"
 
-    def __init__(self, out_dir: str):
+    def __init__(self, out_dir=None):
         super().__init__()
         self.out_dir = out_dir
         self.epochs = []  # the records so far, those of the runs a resumed one continues included
@@ -65,8 +66,8 @@ class RunSummary(Callback):
         self._epoch_started = self._last_batch_end = self._samples_at_epoch = None
 
     @property
-    def path(self) -> str:
-        return os.path.join(self.out_dir, SUMMARY_FILE)
+    def path(self):
+        return os.path.join(self.out_dir, SUMMARY_FILE) if self.out_dir is not None else None
 
     def publishes(self):
         return ()
@@ -112,7 +113,7 @@ class RunSummary(Callback):
                 "accumulate_grad_batches": state.accumulate_grad_batches, "finished": finished}
 
     def _write(self, finished: bool) -> None:
-        if comm.is_main_process():
+        if self.out_dir is not None and comm.is_main_process():
             os.makedirs(self.out_dir, exist_ok=True)
             write_text_atomic(self.path, json.dumps(self.summary(finished), indent=1) + "\n")
 

@@ -62,3 +62,11 @@ def test_events_fired_by_hand_outside_a_run_write_nothing(tmp_path):
     summary = RunSummary(str(tmp_path / "log"))
     summary.on_epoch_end(0, {"test": {"Acc": 1.0}})
     assert not (tmp_path / "log").exists()
+
+
+def test_a_trainer_without_a_work_dir_writes_no_summary(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trainer = ToyTrainer(toy_cfg(num_epochs=1))
+    trainer.run()
+    summary = next(callback for callback in trainer.callbacks if isinstance(callback, RunSummary))
+    assert list(tmp_path.iterdir()) == [] and [record["epoch"] for record in summary.epochs] == [1]
