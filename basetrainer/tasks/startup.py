@@ -12,7 +12,7 @@ from ..config import save_config
 from ..data.loaders import resolve_num_workers
 from ..distributed import comm
 from ..distributed.launch import launch
-from ..errors import BaseTrainerError, exit_with
+from ..errors import BaseTrainerError, disk_full, exit_with
 from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
 
@@ -92,3 +92,7 @@ def task_main(parse_config, train, argv, prog) -> None:
         train(cfg)
     except BaseTrainerError as error:
         exit_with(error)
+    except OSError as error:  # a full disk found by a write of a library's own (an export, a DCP shard)
+        if disk_full(error) is None:
+            raise
+        exit_with(disk_full(error))
