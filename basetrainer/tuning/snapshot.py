@@ -70,23 +70,14 @@ class _LoaderPosition:
         self.attributes = dict(vars(self.sampler)) if self.sampler is not None and hasattr(self.sampler, "__dict__") \
             else None
         candidates = [getattr(loader, "generator", None), *(self.attributes or {}).values()]
-        self.generators = [(generator, generator.get_state())
-                           for generator in _unique([g for g in candidates if isinstance(g, torch.Generator)])]
+        generators = {id(g): g for g in candidates if isinstance(g, torch.Generator)}.values()  # each once
+        self.generators = [(generator, generator.get_state()) for generator in generators]
 
     def restore(self) -> None:
         if self.attributes is not None:
             vars(self.sampler).update(self.attributes)
         for generator, state in self.generators:
             generator.set_state(state)
-
-
-def _unique(objects) -> list:
-    seen, unique = set(), []
-    for item in objects:
-        if id(item) not in seen:
-            seen.add(id(item))
-            unique.append(item)
-    return unique
 
 
 def _held(value):

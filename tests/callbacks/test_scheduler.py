@@ -271,55 +271,20 @@ def test_a_warm_up_into_a_decay_that_leaves_little_time_at_the_set_lr_is_warned_
         "against the run's length (they count epochs)"]
 
 
-@pytest.mark.parametrize("run, warm_up", [({"num_epochs": 12}, 1), ({"num_epochs": 1}, 0.1),
-                                          ({"num_epochs": 1, "max_iters": 30}, 3),
-                                          ({"num_epochs": 1, "max_iters": 1000}, STEPS)])
-def test_an_auto_warm_up_is_one_epoch_or_a_tenth_of_the_run_when_that_is_shorter(run, warm_up):
-    auto = get_scheduler("cosine", make_optimizer(), LR, run["num_epochs"], STEPS, num_warn_up="auto",
-                         max_iters=run.get("max_iters"))
-    stated = get_scheduler("cosine", make_optimizer(), LR, run["num_epochs"], STEPS, num_warn_up=warm_up,
-                           max_iters=run.get("max_iters"))
+@pytest.mark.parametrize("run, auto, stated", [
+    ({"num_epochs": 12}, {"num_warn_up": "auto"}, {"num_warn_up": 1}),  # one epoch
+    ({"num_epochs": 1}, {"num_warn_up": "auto"}, {"num_warn_up": 0.1}),  # or a tenth of the run when shorter
+    ({"num_epochs": 1, "max_iters": 30}, {"num_warn_up": "auto"}, {"num_warn_up": 3}),
+    ({"num_epochs": 1, "max_iters": 1000}, {"num_warn_up": "auto"}, {"num_warn_up": STEPS}),
+    ({"num_epochs": 12}, {"milestones": "auto"}, {"milestones": [6, 9]}),  # half and three quarters of the run
+    ({"num_epochs": 12, "max_iters": 400}, {"milestones": "auto"}, {"milestones": [200, 300]}),
+])
+def test_auto_warm_up_and_milestones_are_the_same_share_of_a_run_in_epochs_or_steps(run, auto, stated):
+    name = "multi-step" if "milestones" in auto else "cosine"
+    curves = [get_scheduler(name, make_optimizer(), LR, run["num_epochs"], STEPS, max_iters=run.get("max_iters"),
+                            **{"milestones": [6, 9], **settings}) for settings in (auto, stated)]
     length = run.get("max_iters") or run["num_epochs"] * STEPS
-    assert [auto.lr_factor(it) for it in range(length)] == [stated.lr_factor(it) for it in range(length)]
-
-
-@pytest.mark.parametrize("run, milestones", [({"num_epochs": 12}, [6, 9]), ({"num_epochs": 12, "max_iters": 400},
-                                                                             [200, 300])])
-def test_auto_milestones_are_half_and_three_quarters_of_the_run_in_epochs_or_steps(run, milestones):
-    auto = get_scheduler("multi-step", make_optimizer(), LR, run["num_epochs"], STEPS, milestones="auto",
-                         max_iters=run.get("max_iters"))
-    stated = get_scheduler("multi-step", make_optimizer(), LR, run["num_epochs"], STEPS, milestones=milestones,
-                           max_iters=run.get("max_iters"))
-    length = run.get("max_iters") or run["num_epochs"] * STEPS
-    assert [auto.lr_factor(it) for it in range(length)] == [stated.lr_factor(it) for it in range(length)]
-
-
-def test_a_long_warm_up_into_a_constant_lr_is_kept_without_a_warning(caplog):
-    with caplog.at_level("WARNING", logger="basetrainer"):
-        scheduler = get_scheduler("constant", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=EPOCHS / 2)
-    assert scheduler.lr_factor(T // 2 - 1) < 1 and scheduler.lr_factor(T // 2) == 1 and not caplog.records
-
-
-def test_milestones_that_leave_little_time_at_the_set_lr_are_warned_about_in_their_unit(caplog):
-    with caplog.at_level("INFO", logger="basetrainer"):
-        get_scheduler("multi-step", make_optimizer(), LR, EPOCHS, STEPS, milestones=[1, 2], num_warn_up=0)
-    said = [r.getMessage() for r in caplog.records]
-    assert said[0] == ("lr schedule: multi-step over 10 epochs of 5 batches | lr x gamma at epochs 1, 2 | 10% of "
-                       "the run at half the set lr or more")
-    assert said[1].startswith("the lr schedule (multi-step over 10 epochs of 5 batches | lr x gamma at epochs 1, 2) "
-                              "keeps the lr at half its set value or more for only 10% of the run")
-    assert [r.levelname for r in caplog.records] == ["INFO", "WARNING"]
-
-
-def test_under_max_iters_the_schedule_says_its_milestones_and_warm_up_count_steps(caplog):
-    # The task's default milestones, [6, 9], are epochs of a run by epochs; under max_iters they count steps.
-    with caplog.at_level("INFO", logger="basetrainer"):
-        get_scheduler("multi-step", make_optimizer(), LR, EPOCHS, STEPS, milestones=[6, 9], num_warn_up=1,
-                      max_iters=100)
-    said = [r.getMessage() for r in caplog.records]
-    assert said[0] == ("lr schedule: multi-step over 100 steps | warm-up 1 steps | lr x gamma at steps 6, 9 | 5% of "
-                       "the run at half the set lr or more")
-    assert "(they count steps)" in said[1]
+    assert [curves[0].lr_factor(it) for it in range(length)] == [curves[1].lr_factor(it) for it in range(length)]
 
 
 def test_the_default_cosine_schedule_warns_of_nothing(caplog):
