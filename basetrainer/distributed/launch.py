@@ -21,7 +21,6 @@ finalization (see ``_exit_now``).
 """
 import ast
 import atexit
-import ctypes
 import datetime
 import gc
 import inspect
@@ -42,6 +41,7 @@ from .. import errors
 from ..errors import BaseTrainerError, LaunchError, one_line
 from ..utils.log import get_logger
 from . import comm, replica_groups, signals, watchdog
+from .children import die_with_parent, guessed_cause, how_it_ended
 from .process_group import (
     destroy_process_group,
     init_process_group,
@@ -167,7 +167,7 @@ def _wait_for_first_failure(processes, reports, first_rank):
             code, rank = processes[index].exitcode, first_rank + index
             if code != 0 and any(report[1:3] == (rank, _FINISHED) for report in received):
                 logger.warning("worker rank %d finished its work, then %s while exiting; its work stands", rank,
-                               _how(code))
+                               how_it_ended(code))
             elif code != 0:
                 return index, [i for i, p in enumerate(processes) if p.is_alive()], received
     return None, [], received
@@ -246,17 +246,13 @@ def _exit_now(code):
     os._exit(code)
 
 
-def _how(code) -> str:
-    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-
-
 def _worker_error(failed, processes, still_running, reports, first_rank, timeout):
     """The error to raise in the launcher for a failed job: the earliest failure's own."""
     reports = [report for report in reports if report[2] != _FINISHED]
     if not reports:
         code = processes[failed].exitcode
-        hint = " (out of memory?)" if code == -signal.SIGKILL else ""
-        return WorkerLost(f"worker rank {first_rank + failed} {_how(code)}{hint} without reporting an error")
+        return WorkerLost(f"worker rank {first_rank + failed} {how_it_ended(code)} without reporting an error"
+                          f"{guessed_cause(code)}")
     _, rank, type_name, message, trace = min(reports)
     error_type = getattr(errors, type_name, None)
     if isinstance(error_type, type) and issubclass(error_type, BaseTrainerError):
@@ -287,16 +283,6 @@ def _drain(queue):
     while not queue.empty():
         items.append(queue.get())
     return items
-
-
-def die_with_parent():
-    """On Linux, has the kernel kill this process when its parent dies (``PR_SET_PDEATHSIG``): a launcher, or a
-    study, killed outright must not leave its workers or runs holding GPUs and ports."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
 
 def _check_main_guard(caller):

@@ -47,6 +47,7 @@ from typing import Optional, Tuple
 from ..errors import BaseTrainerError, LaunchError, NonFiniteLossError, TrainingInterrupted
 from ..utils.log import REPLICA_GROUP_VARIABLE, get_logger
 from . import signals
+from .children import die_with_parent, how_it_ended
 from .lighthouse import serving_lighthouse
 from .process_group import started_by_slurm, started_by_torchrun, started_in_a_group
 
@@ -159,11 +160,7 @@ class ReplicaGroup:
 
     def how_it_ended(self) -> str:
         """``exited with code 1`` or ``was killed by SIGKILL``."""
-        code = self.process.returncode
-        if code >= 0:
-            return f"exited with code {code}"
-        name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
-        return f"was killed by {name}"
+        return how_it_ended(self.process.returncode)
 
 
 class Supervisor:
@@ -291,8 +288,6 @@ def _in_group_process(signal_mask) -> None:
     """In a group's process before its command starts: a process group of its own, death with the supervisor (a
     supervisor killed outright must not leave its groups training), and the supervisor's ``signal_mask`` from
     before it held the stop signals back."""
-    from .launch import die_with_parent  # launch imports this module
-
     os.setpgid(0, 0)
     die_with_parent()
     signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)

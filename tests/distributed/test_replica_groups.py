@@ -152,7 +152,8 @@ def test_a_group_that_succeeded_ended_with_a_user_error_or_saved_and_stopped_is_
 def test_a_worker_killed_without_an_error_ends_its_launcher_with_a_failure_a_supervisor_restarts():
     error = launching._worker_error(0, [types.SimpleNamespace(exitcode=-signal.SIGKILL)], [], [], 0, None)
     assert isinstance(error, LaunchError) and is_restarted(error.exit_code)
-    assert str(error) == "worker rank 0 was killed by SIGKILL (out of memory?) without reporting an error"
+    assert str(error) == ("worker rank 0 was killed by SIGKILL without reporting an error; if nobody killed it, the "
+                          "machine perhaps ran out of memory (the kernel's OOM killer sends SIGKILL)")
 
 
 def test_a_group_process_reads_its_group_lighthouse_and_restarts_from_the_environment(monkeypatch):
