@@ -6,9 +6,11 @@ A step (or, under DiLoCo, a run of steps up to an outer step: a *commit unit*) g
    lighthouse names the groups alive; a group behind the others (one that just started) receives the training
    state of a live one here, and the batches are dealt over the groups alive (:mod:`.batches`);
 2. the unit's forward and backward, and the gradients averaged over the groups (or, under DiLoCo, the local
-   steps and the averaged change: :mod:`.diloco`);
-3. **commit** (:meth:`ReplicaGroups.commit`): every group's collectives succeeded, so the optimizer steps and the
-   data the unit read counts as read; otherwise every group drops the step, says so, and reads that data again.
+   steps and the averaged change: :mod:`.diloco`), with the first group's buffers sent to the others
+   (:mod:`.buffers`);
+3. **commit** (:meth:`ReplicaGroups.commit`): every group's collectives succeeded, so the optimizer steps, the
+   buffers are the first group's and the data the unit read counts as read; otherwise every group drops the step,
+   puts its buffers back, says so, and reads that data again.
 
 The training state a group hands a peer is the one a checkpoint holds (the trainer's checkpoint manager), at the
 quorum, between two units; torchft sends it over HTTP from the peer's memory, not through the disk.
@@ -26,6 +28,7 @@ from ..distributed.lighthouse import torchft_module
 from ..utils.log import get_logger
 from .messages import say
 from .batches import check_loader, planned_batches
+from .buffers import GroupBuffers
 from .diloco import DiLoCo
 
 logger = get_logger()
@@ -57,6 +60,7 @@ class ReplicaGroups:
         self.participants = (0, None)  # (groups alive, this group's place among them) at the last quorum
         self.dropped_steps = 0
         self.diloco = None  # a DiLoCo, under local_sgd mode diloco
+        self.buffers = None  # the model's buffers, kept alike across the groups (GroupBuffers)
         self.healed_in = None  # seconds this group's join took when it took a live group's state
         self._quorum_pending = False  # a quorum is made for the unit under way
         self._healed = False  # this group took a peer's state at the last quorum
@@ -130,8 +134,10 @@ class ReplicaGroups:
         return planned_batches(loader, self.options.replica_groups)
 
     def prepare(self, model, strategy) -> None:
-        """Called once the optimizer is built: under DiLoCo, makes the outer optimizer over ``model`` and gives the
-        strategy its outer weights for evaluation, checkpoints and export."""
+        """Called once the optimizer is built: takes ``model``'s buffers, which every commit makes alike across the
+        groups; under DiLoCo, makes the outer optimizer over ``model`` and gives the strategy its outer weights (and
+        buffers) for evaluation, checkpoints and export."""
+        self.buffers = GroupBuffers(model)
         if self.options.diloco is not None:
             self.diloco = DiLoCo(self.options.diloco, self, model)
             strategy.replica_weights = self.diloco.outer_weights
@@ -142,12 +148,14 @@ class ReplicaGroups:
         return {"fault_tolerance": self, **({"diloco": self.diloco} if self.diloco is not None else {})}
 
     def step_agreed(self, model) -> bool:
-        """Before the optimizer steps: whether it may. Averaging gradients, they are averaged over the groups alive
-        and the step commits or is dropped here; under DiLoCo every inner step may (its sync is :meth:`after_step`)."""
+        """Before the optimizer steps: whether it may. Averaging gradients, they are averaged over the groups alive,
+        the first group's buffers sent to the others, and the step commits or is dropped here; under DiLoCo every
+        inner step may (its sync is :meth:`after_step`)."""
         if self.diloco is not None:
             return True
+        buffers = self.send_buffers()
         self.average_gradients(model.parameters())
-        return self.commit()
+        return self.commit(buffers)
 
     def after_step(self) -> None:
         """After the optimizer stepped: DiLoCo's sync when due."""
@@ -171,6 +179,8 @@ class ReplicaGroups:
             say("replica group %d: %d group(s) alive, was %d (step %d)", self.group_id, alive[0],
                 self.participants[0], self.manager.current_step())
         self.participants = alive
+        if self.buffers is not None:
+            self.buffers.remember()  # what a dropped unit puts back
         return alive
 
     def read(self, samples: int) -> None:
@@ -178,11 +188,20 @@ class ReplicaGroups:
         self.samples_pending += samples
         self.steps_pending += 1
 
-    def commit(self) -> bool:
+    def send_buffers(self):
+        """Starts sending the first group's buffers to the others (see :mod:`.buffers`), for :meth:`commit`."""
+        return self.buffers.send(self.manager, first=self.participants[1] == 0) if self.buffers else None
+
+    def commit(self, buffers=None) -> bool:
         """Whether every group alive completed the unit (torchft's ``should_commit``): then its samples count as
-        read; if not, the unit is dropped on every group and its samples are dealt again."""
+        read and the buffers ``buffers`` brought (:meth:`send_buffers`) are taken; if not, the unit is dropped on
+        every group, its samples are dealt again and the buffers are put back as they were at its quorum."""
+        if buffers is not None:
+            buffers[1].wait()  # before should_commit, which then knows whether it failed
         committed = self.manager.should_commit()
         self._quorum_pending = False
+        if self.buffers is not None:
+            self.buffers.take(buffers, committed)
         if committed:
             self.samples_committed += self.samples_pending
         else:

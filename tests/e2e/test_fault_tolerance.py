@@ -13,8 +13,9 @@ serves the lighthouse and restarts a dead group), shared by the tests:
   sync after its 6th step;
 - *diloco resumed*: streaming DiLoCo uninterrupted, and killed whole and restarted from its checkpoints (below).
 
-Each group records every batch: the step, whether the groups committed it, the sample indices it read, the groups
-alive and a digest of the weights every group holds alike. The tests assert on those records, never on timings.
+The model has BatchNorm. Each group records every batch: the step, whether the groups committed it, the sample
+indices it read, the groups alive and digests of the weights and of the buffers every group holds alike. The tests
+assert on those records, never on timings.
 """
 import collections
 import json
@@ -110,6 +111,25 @@ def test_a_restarted_group_rejoins_at_the_survivors_step_with_their_weights_from
         assert [line["weights"] for line in rejoined] == [weights[line["step"]] for line in rejoined]
 
 
+def test_at_every_committed_step_the_groups_weights_and_batchnorm_buffers_are_bitwise_equal(averaging):
+    out, _, _ = averaging
+    lines = records(out, "first")
+    survivor = {line["step"]: (line["weights"], line["buffers"]) for line in lines[0] if line["committed"]}
+    for attempt in (0, 1, 2):  # before the kills, and after each heal
+        committed = [line for line in lines[1] if line["attempt"] == attempt and line["committed"]]
+        assert committed and [(line["weights"], line["buffers"]) for line in committed] == [
+            survivor[line["step"]] for line in committed]
+    assert len({buffers for _, buffers in survivor.values()}) == len(survivor)  # the statistics moved every step
+
+
+def test_a_dropped_step_leaves_the_weights_and_buffers_as_the_step_before_it_left_them(averaging):
+    out, _, _ = averaging
+    survivor = records(out, "first")[0]
+    dropped = next(index for index, line in enumerate(survivor) if not line["committed"])
+    before, after = survivor[dropped - 1], survivor[dropped]
+    assert (after["weights"], after["buffers"]) == (before["weights"], before["buffers"])
+
+
 def test_no_sample_is_read_twice_in_an_epoch_and_none_is_left_but_a_remainder(averaging):
     out, _, _ = averaging
     read = collections.defaultdict(list)
@@ -129,7 +149,8 @@ def test_a_job_restarted_whole_resumes_every_group_from_its_own_checkpoint_on_di
     for group in (0, 1):
         assert resumed[group][0]["step"] == first[0][-1]["step"] + 1  # each from where the job ended
         assert {line["epoch"] for line in resumed[group]} == {EPOCHS}
-    assert [line["weights"] for line in resumed[0]] == [line["weights"] for line in resumed[1]]
+    assert [(line["weights"], line["buffers"]) for line in resumed[0]] == [
+        (line["weights"], line["buffers"]) for line in resumed[1]]
     for group in (0, 1):
         assert (out / "work" / "replica_groups" / str(group) / "model" / "last.pth").is_file()
 
@@ -138,17 +159,19 @@ def test_diloco_groups_hold_the_same_outer_weights_at_every_step_through_a_death
     out, _ = diloco
     lines = records(out, "diloco")
     assert {line["attempt"] for line in lines[1]} == {0, 1}
-    outer = {line["step"]: line["weights"] for line in lines[0] if line["committed"]}
+    outer = {line["step"]: (line["weights"], line["buffers"]) for line in lines[0] if line["committed"]}
     both = [line for line in lines[1] if line["committed"]]
-    assert both and all(line["weights"] == outer[line["step"]] for line in both)
+    assert both and all((line["weights"], line["buffers"]) == outer[line["step"]] for line in both)
     assert any(not line["committed"] for line in lines[0])  # the sync its peer died in, dropped
-    assert len(set(outer.values())) > 2  # the outer steps changed the weights
+    assert len({weights for weights, _ in outer.values()}) > 2  # the outer steps changed the weights
+    assert len({buffers for _, buffers in outer.values()}) > 2  # and the syncs the statistics
 
 
 def test_diloco_resumed_from_disk_mid_sync_continues_bitwise_as_if_never_stopped(diloco_resumed):
     whole, killed = diloco_resumed
-    for group in (0, 1):
-        expected = {line["step"]: (line["weights"], line["own"]) for line in whole[group]}
+    for group in (0, 1):  # the outer weights and the last sync's buffers, and the group's own weights and buffers
+        expected = {line["step"]: (line["weights"], line["buffers"], line["own"]) for line in whole[group]}
         resumed = [line for line in killed[group] if line["attempt"] == 1]
         assert resumed[0]["step"] == 21 and resumed[-1]["step"] == max(expected)
-        assert [(line["weights"], line["own"]) for line in resumed] == [expected[line["step"]] for line in resumed]
+        assert [(line["weights"], line["buffers"], line["own"]) for line in resumed] == [
+            expected[line["step"]] for line in resumed]
