@@ -6,6 +6,8 @@ instead of showing a traceback (:func:`exit_with`).
 """
 import sys
 
+from .utils import console
+
 
 class BaseTrainerError(Exception):
     """A problem with the user's input or environment, explained in one line."""
@@ -63,6 +65,7 @@ def one_line(error: BaseException) -> str:
 
 
 def exit_with(error: BaseTrainerError):
-    """Ends an entry point on ``error``: its one line on stderr (``error: ...``) and its exit code."""
-    print(f"error: {one_line(error)}", file=sys.stderr)
+    """Ends an entry point on ``error``: its one line on the console, stderr (``error: ...``, tagged in a replica
+    group), and its exit code."""
+    print(f"{console.tag()}error: {one_line(error)}", file=console.stream())
     sys.exit(error.exit_code)

@@ -28,7 +28,9 @@ def start_replica_groups(options, device, cfg):
     None without ``fault_tolerance``, with the options to train with. Each group writes its run directory under
     ``work_dir/replica_groups/<group>`` (its logs, checkpoints, config), which ``cfg.work_dir`` then names too, so
     that the groups' files never collide and each resumes from its own (where the others' are not under it: a DiLoCo
-    group's own weights are its alone). A restarted group resumes from its last
+    group's own weights are its alone). In a group the local supervisor started, what libraries write to stderr goes
+    to the group's ``log/train.log`` once it joins, and the console shows basetrainer's lines only
+    (:mod:`basetrainer.utils.console`). A restarted group resumes from its last
     checkpoint (``resume: auto`` unless ``resume`` says otherwise) before it takes the live groups' state, so that
     it loses only what it trained since, should none be alive."""
     settings = options.fault_tolerance
@@ -44,16 +46,19 @@ def start_replica_groups(options, device, cfg):
     if lighthouse is None:
         raise ConfigError("fault_tolerance.lighthouse: auto is started by launch() for the whole local job; this "
                           "process runs one group alone: give the lighthouse's address (http://host:port)")
+    log_file = None
     if options.work_dir:
         work_dir = os.path.join(options.work_dir, "replica_groups", str(group_id))
         _set(cfg, "work_dir", work_dir)
         options = dataclasses.replace(options, work_dir=work_dir)
+        supervised = replica_group_from_environment()[0] is not None  # its console is the supervisor's
+        log_file = os.path.join(work_dir, "log", "train.log") if supervised else None
     if group_id:
         options = dataclasses.replace(options, progress=False)  # group 0's bar is the job's
     if restarts and options.resume is None:
         options = dataclasses.replace(options, resume="auto")
     from .replica_groups import ReplicaGroups  # imports torchft: only when asked
-    return ReplicaGroups(settings, group_id, lighthouse_url(lighthouse), device), options
+    return ReplicaGroups(settings, group_id, lighthouse_url(lighthouse), device, log_file=log_file), options
 
 
 def _set(cfg, key: str, value) -> None:

@@ -25,7 +25,8 @@ import torch
 
 from ..distributed import comm
 from ..distributed.lighthouse import torchft_module
-from ..utils.log import get_logger
+from ..utils import console
+from ..utils.log import get_logger, keep_warnings_on_the_console
 from .messages import say
 from .batches import check_loader, planned_batches
 from .buffers import GroupBuffers
@@ -46,12 +47,14 @@ class ReplicaGroups:
     """One replica group's view of the job (see the module docstring).
 
     ``options``: the run's :class:`~.options.FaultTolerance`; ``group_id``: this group's number; ``lighthouse``: the
-    lighthouse's address; ``device``: where the gradients live (gloo between groups on the CPU, NCCL on GPUs).
-    The Manager starts in :meth:`join`, once the trainer is built, so that a starting group is not waited for
-    by the others while it builds."""
+    lighthouse's address; ``device``: where the gradients live (gloo between groups on the CPU, NCCL on GPUs);
+    ``log_file``: where what libraries write to stderr goes from :meth:`join` on, the console kept for basetrainer's
+    lines (None: stderr stays as it is). The Manager starts in :meth:`join`, once the trainer is built, so that a
+    starting group is not waited for by the others while it builds."""
 
-    def __init__(self, options, group_id: int, lighthouse: str, device: torch.device):
+    def __init__(self, options, group_id: int, lighthouse: str, device: torch.device, log_file=None):
         self.options, self.group_id, self.lighthouse, self.device = options, group_id, lighthouse, device
+        self.log_file = log_file
         self.torchft = import_torchft()
         self.manager = None
         self.epoch, self.samples_committed = 0, 0  # where the committed units left the epoch's order
@@ -62,6 +65,7 @@ class ReplicaGroups:
         self.diloco = None  # a DiLoCo, under local_sgd mode diloco
         self.buffers = None  # the model's buffers, kept alike across the groups (GroupBuffers)
         self.healed_in = None  # seconds this group's join took when it took a live group's state
+        self.healed_from = None  # the number of the group it took it from
         self._quorum_pending = False  # a quorum is made for the unit under way
         self._healed = False  # this group took a peer's state at the last quorum
         self._in_loop = False  # the training loop runs: a heal now would be mid-run
@@ -73,15 +77,21 @@ class ReplicaGroups:
         """Starts the Manager and takes part in the first quorum; returns whether this group healed from a peer.
 
         ``save_state()`` gives the training state a peer behind receives, ``load_state(state)`` takes a peer's."""
-        def load(state):
-            load_state(state)
-            self._healed = True
+        def save():
+            return {"group": self.group_id, "state": save_state()}
 
+        def load(sent):
+            load_state(sent["state"])
+            self._healed, self.healed_from = True, sent["group"]
+
+        if self.log_file is not None:
+            console.keep_apart(self.log_file)  # torchft's and gloo's words go to the group's log, from now on
+            keep_warnings_on_the_console()
         start = time.perf_counter()
         self.manager = self._make_manager()
         if self._saved_manager is not None:
             self.manager.load_state_dict(self._saved_manager)
-        self.manager.register_state_dict_fn("basetrainer", load, save_state)
+        self.manager.register_state_dict_fn("basetrainer", load, save)
         deadline = time.monotonic() + self.options.join_timeout_ms / 1000
         self.quorum()
         while not self._healed and self.participants[0] < self.options.replica_groups and time.monotonic() < deadline:
@@ -92,8 +102,9 @@ class ReplicaGroups:
         count, place = self.participants
         self.healed_in = time.perf_counter() - start if healed else None
         if healed:
-            say("replica group %d: took the training state of a live group (step %d, epoch %d) in %.2f s; "
-                "%d group(s) alive", self.group_id, self.manager.current_step(), self.epoch + 1, self.healed_in, count)
+            say("replica group %d: took the training state of replica group %d (step %d, epoch %d) in %.2f s; "
+                "%d group(s) alive", self.group_id, self.healed_from, self.manager.current_step(), self.epoch + 1,
+                self.healed_in, count)
         else:
             logger.info("replica group %d: joined at step %d, %d group(s) alive, this one %s", self.group_id,
                         self.manager.current_step(), count, place)

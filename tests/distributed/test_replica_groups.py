@@ -103,6 +103,8 @@ def test_a_group_whose_process_is_killed_is_restarted_once_and_the_job_ends_well
     assert sorted(records) == [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (1, 1, 0), (1, 1, 1)]
     assert "replica group 1 exited with code 1: restart 1 of 3" in result.stderr
     assert "restart 2 of 3" not in result.stderr and "replica group 0 exited" not in result.stderr
+    assert ("[replica group 1] error: worker rank 1 was killed by SIGKILL without reporting an error; if nobody killed "
+            "it, the machine perhaps ran out of memory") in result.stderr  # the group's own line: what died
 
 
 @pytest.mark.slow

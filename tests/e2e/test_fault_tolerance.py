@@ -19,6 +19,7 @@ assert on those records, never on timings.
 """
 import collections
 import json
+import re
 
 import pytest
 
@@ -120,6 +121,25 @@ def test_at_every_committed_step_the_groups_weights_and_batchnorm_buffers_are_bi
         assert committed and [(line["weights"], line["buffers"]) for line in committed] == [
             survivor[line["step"]] for line in committed]
     assert len({buffers for _, buffers in survivor.values()}) == len(survivor)  # the statistics moved every step
+
+
+# The supervisor's own lines: the lighthouse, and a group that died, was restarted or finished.
+SUPERVISOR_LINE = re.compile(r"^(\S+ \S+ (INFO|WARNING) )?(lighthouse of the replica groups|replica group \d )")
+
+
+def test_the_console_shows_only_basetrainer_lines_each_group_s_tagged_and_the_libraries_words_go_to_the_group_log(
+        averaging):
+    out, result, _ = averaging
+    untagged = [line for line in result.stderr.splitlines()
+                if line.strip() and not line.startswith("[replica group ") and not SUPERVISOR_LINE.match(line)]
+    assert untagged == []
+    assert re.search(r"^\[replica group 0\] .* replica group 0: the groups did not commit step", result.stderr,
+                     re.MULTILINE)  # what was dropped
+    assert re.search(r"^\[replica group 1\] .* replica group 1: took the training state of replica group 0",
+                     result.stderr, re.MULTILINE)  # who healed from whom
+    survivor_log = (out / "work" / "replica_groups" / "0" / "log" / "train.log").read_text()
+    assert "got exception waiting for work" in survivor_log  # torchft's, as group 1 died in the all-reduce
+    assert "GET /checkpoint/" in survivor_log  # torchft's checkpoint server, sending the restarted group its state
 
 
 def test_a_dropped_step_leaves_the_weights_and_buffers_as_the_step_before_it_left_them(averaging):
