@@ -1,8 +1,9 @@
 """The processes the engine starts (launch()'s workers, the replica groups' commands, a study's runs): each dies with
 the process that started it, and how one ended is told the same way wherever it is told.
 
-Below :mod:`.launch` and :mod:`.replica_groups`, which both need it (launch() runs the supervisor of the replica
-groups, and the supervisor starts commands that die with it as launch()'s workers do).
+Below :mod:`basetrainer.distributed.launch` and :mod:`basetrainer.distributed.replica_groups`, which both need it
+(launch() runs the supervisor of the replica groups, and the supervisor starts commands that die with it as launch()'s
+workers do).
 """
 import ctypes
 import signal

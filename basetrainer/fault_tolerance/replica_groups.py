@@ -25,6 +25,7 @@ import torch
 
 from ..distributed import comm
 from ..distributed.lighthouse import torchft_module
+from ..errors import TrainingAlreadyFinished
 from ..utils import console
 from ..utils.log import get_logger, keep_warnings_on_the_console
 from .messages import say
@@ -49,12 +50,15 @@ class ReplicaGroups:
     ``options``: the run's :class:`~.options.FaultTolerance`; ``group_id``: this group's number; ``lighthouse``: the
     lighthouse's address; ``device``: where the gradients live (gloo between groups on the CPU, NCCL on GPUs);
     ``log_file``: where what libraries write to stderr goes from :meth:`join` on, the console kept for basetrainer's
-    lines (None: stderr stays as it is). The Manager starts in :meth:`join`, once the trainer is built, so that a
-    starting group is not waited for by the others while it builds."""
+    lines (None: stderr stays as it is); ``files_since``: when the job started afresh, whose files alone a restarted
+    group resumes from (None: any); ``finished_marker``: the file the local supervisor makes once a group finished
+    the training. The Manager starts in :meth:`join`, once the trainer is built, so that a starting group is not
+    waited for by the others while it builds."""
 
-    def __init__(self, options, group_id: int, lighthouse: str, device: torch.device, log_file=None):
+    def __init__(self, options, group_id: int, lighthouse: str, device: torch.device, log_file=None,
+                 files_since=None, finished_marker=None):
         self.options, self.group_id, self.lighthouse, self.device = options, group_id, lighthouse, device
-        self.log_file = log_file
+        self.log_file, self.files_since, self.finished_marker = log_file, files_since, finished_marker
         self.torchft = import_torchft()
         self.manager = None
         self.epoch, self.samples_committed = 0, 0  # where the committed units left the epoch's order
@@ -76,7 +80,9 @@ class ReplicaGroups:
     def join(self, save_state, load_state) -> bool:
         """Starts the Manager and takes part in the first quorum; returns whether this group healed from a peer.
 
-        ``save_state()`` gives the training state a peer behind receives, ``load_state(state)`` takes a peer's."""
+        ``save_state()`` gives the training state a peer behind receives, ``load_state(state)`` takes a peer's. A
+        group that finds, before it meets a live group, that another has finished the training (restarted just
+        before the others finished) raises :class:`~basetrainer.errors.TrainingAlreadyFinished` at once."""
         def save():
             return {"group": self.group_id, "state": save_state()}
 
@@ -87,6 +93,7 @@ class ReplicaGroups:
         if self.log_file is not None:
             console.keep_apart(self.log_file)  # torchft's and gloo's words go to the group's log, from now on
             keep_warnings_on_the_console()
+        self._stop_if_the_training_finished()
         start = time.perf_counter()
         self.manager = self._make_manager()
         if self._saved_manager is not None:
@@ -95,6 +102,7 @@ class ReplicaGroups:
         deadline = time.monotonic() + self.options.join_timeout_ms / 1000
         self.quorum()
         while not self._healed and self.participants[0] < self.options.replica_groups and time.monotonic() < deadline:
+            self._stop_if_the_training_finished()
             time.sleep(0.1)  # a job (re)starting: the others are starting too; wait for them, to start together
             self._quorum_pending = False
             self.quorum()
@@ -109,6 +117,15 @@ class ReplicaGroups:
             logger.info("replica group %d: joined at step %d, %d group(s) alive, this one %s", self.group_id,
                         self.manager.current_step(), count, place)
         return healed
+
+    def _stop_if_the_training_finished(self) -> None:
+        """Raises TrainingAlreadyFinished where the supervisor's file says another group finished the training (its
+        first process looks, and tells the others, so that the group's processes stop alike)."""
+        finished = self.finished_marker is not None and os.path.exists(self.finished_marker)
+        if comm.broadcast_object(finished):
+            say("replica group %d: another group finished the training while this one restarted: nothing is left "
+                "for it to do, it stops", self.group_id)
+            raise TrainingAlreadyFinished(f"replica group {self.group_id}: the training finished while it restarted")
 
     def _make_manager(self):
         torchft, options = self.torchft, self.options

@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-#: Set by the supervisor of replica groups in each group's processes: the group's number.
+#: The group's number, which the supervisor of replica groups sets in each group's processes.
 REPLICA_GROUP_VARIABLE = "BASETRAINER_REPLICA_GROUP"
 
 _console = None  # the console, once stderr goes to a group's log file
@@ -23,7 +23,8 @@ def stream():
 
 
 def tag() -> str:
-    """``[replica group 1] `` in a process of a replica group the supervisor started, else ""."""
+    """The tag of a line written in a process of a replica group the supervisor started (``[replica group 1]`` and
+    a space), else ""."""
     group = os.environ.get(REPLICA_GROUP_VARIABLE, "")
     return f"[replica group {group}] " if group else ""
 

@@ -9,6 +9,7 @@ tests check, in this process, what is restarted, the environment a group reads, 
 command run again and the lighthouse.
 """
 import json
+import os
 import signal
 import sys
 import textwrap
@@ -25,6 +26,7 @@ from basetrainer.distributed.replica_groups import (
     Supervisor,
     is_restarted,
     replica_group_from_environment,
+    replica_job_from_environment,
     rerun_command,
     settings_to_supervise,
 )
@@ -166,9 +168,27 @@ def test_a_group_process_reads_its_group_lighthouse_and_restarts_from_the_enviro
 
 
 def test_a_process_no_supervisor_started_belongs_to_no_group(monkeypatch):
-    for name in ("BASETRAINER_REPLICA_GROUP", "BASETRAINER_LIGHTHOUSE", "BASETRAINER_REPLICA_GROUP_RESTARTS"):
+    for name in ("BASETRAINER_REPLICA_GROUP", "BASETRAINER_LIGHTHOUSE", "BASETRAINER_REPLICA_GROUP_RESTARTS",
+                 "BASETRAINER_REPLICA_JOB_STARTED", "BASETRAINER_REPLICA_JOB_FINISHED"):
         monkeypatch.delenv(name, raising=False)
     assert replica_group_from_environment() == (None, None, 0)
+    assert replica_job_from_environment() == (None, None)
+
+
+def test_a_group_process_reads_when_its_job_started_and_the_file_that_says_it_finished(monkeypatch):
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_STARTED", "1795000000.25")
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_FINISHED", "/tmp/basetrainer-replica-job-x/finished")
+    assert replica_job_from_environment() == (1795000000.25, "/tmp/basetrainer-replica-job-x/finished")
+
+
+def test_when_a_group_finishes_the_training_the_supervisor_makes_the_file_that_stops_a_restarted_one(tmp_path):
+    supervisor = Supervisor(["unused"], 2, "http://localhost:1", max_restarts=3)
+    supervisor.finished_marker = str(tmp_path / "finished")
+    finished = supervisor.groups[0]
+    assert not os.path.exists(supervisor.finished_marker)
+    finished.process = types.SimpleNamespace(returncode=0)
+    supervisor._restarted(finished)
+    assert os.path.exists(supervisor.finished_marker)
 
 
 def test_a_group_number_in_the_environment_that_is_no_number_is_refused_in_one_line(monkeypatch):

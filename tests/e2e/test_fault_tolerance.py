@@ -9,6 +9,8 @@ serves the lighthouse and restarts a dead group), shared by the tests:
   all-reduce of the step after its 6th;
 - *restarted whole*: the same job run again for one more epoch with ``resume: auto``, once it has ended: every group
   resumes from its own last checkpoint on disk;
+- *afresh*: a new job (``resume`` null, 12 steps) in the same work_dir, group 1 SIGKILLing itself after its 3rd step,
+  before it saved a checkpoint of its own; group 0 finishes alone while group 1 restarts;
 - *diloco*: streaming DiLoCo (2 fragments, period 4, fragment_sync_delay 1); group 1 SIGKILLs itself as it sends a
   sync after its 6th step;
 - *diloco resumed*: streaming DiLoCo uninterrupted, and killed whole and restarted from its checkpoints (below).
@@ -58,6 +60,16 @@ def averaging(tmp_path_factory):
     first = run_job(out, {"num_epochs": EPOCHS, "tag": "first"}, faults)
     again = run_job(out, {"num_epochs": EPOCHS + 1, "resume": "auto", "tag": "again"})
     return out, first, again
+
+
+@pytest.fixture(scope="module")
+def afresh(averaging):
+    """The *afresh* job, in the work_dir the averaging jobs left, with the time their group 1 last wrote last.pth."""
+    out = averaging[0]
+    earlier = (out / "work" / "replica_groups" / "1" / "model" / "last.pth").stat().st_mtime_ns
+    result = run_job(out, {"num_epochs": None, "max_iters": 12, "tag": "afresh", "step_seconds_alone": 0},
+                     [{"group": 1, "attempt": 0, "at": "step", "step": 3}])
+    return out, result, earlier
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +185,21 @@ def test_a_job_restarted_whole_resumes_every_group_from_its_own_checkpoint_on_di
         (line["weights"], line["buffers"]) for line in resumed[1]]
     for group in (0, 1):
         assert (out / "work" / "replica_groups" / str(group) / "model" / "last.pth").is_file()
+
+
+def test_a_new_job_in_a_used_work_dir_never_resumes_the_earlier_job_s_checkpoints(afresh):
+    out, result, earlier = afresh
+    assert "is a finished run" not in result.stderr  # the earlier job's last.pth, of 9 epochs, was not resumed
+    assert (out / "work" / "replica_groups" / "1" / "model" / "last.pth").stat().st_mtime_ns == earlier
+    assert {line["attempt"] for line in records(out, "afresh")[1]} == {0}  # its restart trained nothing
+
+
+def test_a_group_restarted_as_the_others_finish_exits_at_once_rather_than_waiting_for_a_peer(afresh):
+    _, result, _ = afresh
+    assert re.search(r"^\[replica group 1\] .* another group finished the training while this one restarted",
+                     result.stderr, re.MULTILINE)
+    assert "still runs" not in result.stderr  # the supervisor did not have to stop it after join_timeout_ms + 10 s
+    assert "restart 1 of 3" in result.stderr  # restarted before group 0 finished; the job ended with 0
 
 
 def test_diloco_groups_hold_the_same_outer_weights_at_every_step_through_a_death_during_a_sync(diloco):

@@ -74,6 +74,21 @@ def test_without_torchft_the_error_names_the_pip_command(monkeypatch):
         import_torchft()
 
 
+@pytest.mark.parametrize("resume, files_since", [(None, 1795000000.25), ("auto", None)])
+def test_a_job_started_afresh_resumes_only_its_own_checkpoints_and_one_that_continues_any(monkeypatch, tmp_path,
+                                                                                         resume, files_since):
+    pytest.importorskip("torchft")
+    monkeypatch.setenv("BASETRAINER_REPLICA_GROUP", "1")
+    monkeypatch.setenv("BASETRAINER_LIGHTHOUSE", "http://localhost:1")
+    monkeypatch.setenv("BASETRAINER_REPLICA_GROUP_RESTARTS", "1")
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_STARTED", "1795000000.25")
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_FINISHED", str(tmp_path / "finished"))
+    cfg = {"fault_tolerance": GROUPS, "work_dir": str(tmp_path), "resume": resume}
+    groups, read = start_replica_groups(options(**cfg), CPU, cfg)
+    assert (groups.files_since, read.resume) == (files_since, "auto")
+    assert groups.finished_marker == str(tmp_path / "finished")
+
+
 def test_each_group_writes_its_own_run_directory_and_a_restarted_one_resumes(monkeypatch, tmp_path):
     pytest.importorskip("torchft")
     monkeypatch.setenv("BASETRAINER_REPLICA_GROUP", "1")
