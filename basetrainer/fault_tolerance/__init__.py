@@ -34,7 +34,8 @@ def start_replica_groups(options, device, cfg):
     checkpoint (``resume: auto`` unless ``resume`` says otherwise) before it takes the live groups' state, so that
     it loses only what it trained since, should none be alive. A job started afresh (``resume`` null) is a new run
     in every group, as a plain run is in a used work_dir: a restarted group resumes only from checkpoints written
-    since the job started, never from an earlier job's."""
+    since the job started, never from an earlier job's. A group started after another finished the training (the
+    supervisor's file says so) raises :class:`~basetrainer.errors.TrainingAlreadyFinished`, which ends it with 0."""
     settings = options.fault_tolerance
     if not settings.enabled:
         return None, options
@@ -62,8 +63,10 @@ def start_replica_groups(options, device, cfg):
     if restarts and options.resume is None:
         options = dataclasses.replace(options, resume="auto")
     from .replica_groups import ReplicaGroups  # imports torchft: only when asked
-    return ReplicaGroups(settings, group_id, lighthouse_url(lighthouse), device, log_file=log_file,
-                         files_since=files_since, finished_marker=finished_marker), options
+    groups = ReplicaGroups(settings, group_id, lighthouse_url(lighthouse), device, log_file=log_file,
+                           files_since=files_since, finished_marker=finished_marker)
+    groups.stop_if_the_training_finished()  # restarted as the others finished: before anything is built
+    return groups, options
 
 
 def _set(cfg, key: str, value) -> None:

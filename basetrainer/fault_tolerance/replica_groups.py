@@ -93,7 +93,7 @@ class ReplicaGroups:
         if self.log_file is not None:
             console.keep_apart(self.log_file)  # torchft's and gloo's words go to the group's log, from now on
             keep_warnings_on_the_console()
-        self._stop_if_the_training_finished()
+        self.stop_if_the_training_finished()
         start = time.perf_counter()
         self.manager = self._make_manager()
         if self._saved_manager is not None:
@@ -102,7 +102,7 @@ class ReplicaGroups:
         deadline = time.monotonic() + self.options.join_timeout_ms / 1000
         self.quorum()
         while not self._healed and self.participants[0] < self.options.replica_groups and time.monotonic() < deadline:
-            self._stop_if_the_training_finished()
+            self.stop_if_the_training_finished()
             time.sleep(0.1)  # a job (re)starting: the others are starting too; wait for them, to start together
             self._quorum_pending = False
             self.quorum()
@@ -118,11 +118,13 @@ class ReplicaGroups:
                         self.manager.current_step(), count, place)
         return healed
 
-    def _stop_if_the_training_finished(self) -> None:
+    def stop_if_the_training_finished(self) -> None:
         """Raises TrainingAlreadyFinished where the supervisor's file says another group finished the training (its
-        first process looks, and tells the others, so that the group's processes stop alike)."""
+        first process looks, and tells the others, so that the group's processes stop alike): as the trainer starts,
+        and while the group waits for a peer at :meth:`join`."""
         finished = self.finished_marker is not None and os.path.exists(self.finished_marker)
         if comm.broadcast_object(finished):
+            keep_warnings_on_the_console()  # a script that set no logger: the line is tagged with the group too
             say("replica group %d: another group finished the training while this one restarted: nothing is left "
                 "for it to do, it stops", self.group_id)
             raise TrainingAlreadyFinished(f"replica group {self.group_id}: the training finished while it restarted")
