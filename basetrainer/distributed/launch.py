@@ -21,6 +21,7 @@ finalization (see ``_exit_now``).
 """
 import ast
 import atexit
+import contextlib
 import datetime
 import gc
 import inspect
@@ -217,7 +218,8 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
         reports.put((time.time(), rank, type(e).__name__, str(e), trace))
         code = e.exit_code if isinstance(e, BaseTrainerError) else 1
         if code and os.environ.get(REPLICA_GROUP_VARIABLE) and not isinstance(e, BaseTrainerError):
-            print(trace, file=sys.stderr, flush=True)  # the group's log file: its launcher says one line
+            with contextlib.suppress(OSError):  # a full disk under the log file must not hide the report
+                print(trace, file=sys.stderr, flush=True)  # the group's log file: its launcher says one line
     finally:
         destroy_process_group()
     _exit_now(code)

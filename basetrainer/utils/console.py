@@ -49,7 +49,10 @@ def keep_apart(path: str) -> None:
 
 def _one_line_on_the_console(previous, path: str):
     def hook(kind, error, trace):
-        previous(kind, error, trace)  # the traceback, to stderr: the log file
+        try:
+            previous(kind, error, trace)  # the traceback, to stderr: the log file
+        except OSError:  # a full disk under it: the console's line still says what ended the process
+            pass
         if not issubclass(kind, KeyboardInterrupt):
             message = traceback.format_exception_only(kind, error)[-1].strip()
             _console.write(f"{tag()}error: {message} (the traceback is in {path})\n")
