@@ -4,7 +4,8 @@
 
     python examples/example.py                         # the handwritten digits, written on first use
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
-    basetrainer train --distributed --gpu_id 0 1       # 2 processes (2 GPUs, or 2 CPU processes with gloo)
+    # 2 processes (2 GPUs, or 2 CPU processes with gloo):
+    basetrainer train --distributed --gpu_id 0 1
     basetrainer train lr=0.05 milestones=[8,12]        # any config key as key=value
 
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command
@@ -91,8 +92,7 @@ class ClassificationTrainer(EngineTrainer):
                                      on_bad_image=cfg.on_bad_image, name="train_data")
         self.classes = dataset.classes
         cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
-        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
-                                     distributed=cfg.distributed)
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True)
 
     def build_test_loader(self, cfg, **kwargs):
         if not cfg.test_data:
@@ -106,8 +106,7 @@ class ClassificationTrainer(EngineTrainer):
                                      on_bad_image=cfg.on_bad_image, name="test_data")
         check_same_classes(self.train_loader.dataset, dataset)
         # Sharded without padding: every test image is counted once, whatever the number of processes.
-        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
-                                     distributed=cfg.distributed)
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False)
 
     @staticmethod
     def _shards(cfg, key, train):
@@ -135,7 +134,7 @@ class ClassificationTrainer(EngineTrainer):
             model = model_pruning(model, input_size=[1, 3, height, width], sparsity=cfg.prune_sparsity,
                                   prune_mod=cfg.prune_mod, output_prune=os.path.join(cfg.work_dir, "prune"),
                                   logger=self.logger)
-        return self.build_model_parallel(model, cfg.gpu_id, distributed=cfg.distributed)
+        return self.build_model_parallel(model, cfg.gpu_id)
 
     def load_finetune(self, model, path, cfg):
         """Loads the weights of ``path`` into ``model``; layers whose shape differs (the head) keep fresh weights."""
