@@ -86,8 +86,7 @@ class ClassificationTrainer(EngineTrainer):
             dataset = self._shards(cfg, "train_data", train=True)
             self.classes = dataset.classes
             cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
-            return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
-                                         distributed=cfg.distributed)
+            return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True)
         dataset = CheckedImageFolder(cfg.train_data, transform=build_transform(cfg, train=True),
                                      on_bad_image=cfg.on_bad_image, name="train_data")
         self.classes = dataset.classes
@@ -100,8 +99,7 @@ class ClassificationTrainer(EngineTrainer):
         if is_shard_location(cfg.test_data):
             dataset = self._shards(cfg, "test_data", train=False)
             check_same_classes(self.train_loader.dataset, dataset)
-            return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
-                                         distributed=cfg.distributed)
+            return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False)
         dataset = CheckedImageFolder(cfg.test_data, transform=build_transform(cfg, train=False),
                                      on_bad_image=cfg.on_bad_image, name="test_data")
         check_same_classes(self.train_loader.dataset, dataset)
