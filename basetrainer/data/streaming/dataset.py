@@ -239,12 +239,14 @@ def decode_pixels(data: bytes):
 
 @contextlib.contextmanager
 def _seeded(seed, epoch, index):
-    """torch's, Python's and NumPy's random streams seeded by ``(seed, epoch, index)`` for the block, then put back
-    (the training process's own streams go on as if nothing was drawn); nothing outside a training epoch."""
+    """torch's, Python's and NumPy's random streams seeded by ``(seed, epoch, index)`` for the block; in the
+    training process (no loader workers) put back afterwards, so that its own streams go on as if nothing was
+    drawn (a worker's streams serve its samples alone). Nothing outside a training epoch."""
     if seed is None:
         yield
         return
-    states = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    in_worker = torch.utils.data.get_worker_info() is not None
+    states = None if in_worker else (torch.get_rng_state(), random.getstate(), np.random.get_state())
     mixed = (seed * 1_000_003 + epoch * 7_919 + index * 104_729 + 0x5EED) % (2**31 - 1)
     torch.default_generator.manual_seed(mixed)  # the CPU's: torch.manual_seed would also queue every CUDA device
     random.seed(mixed)
@@ -252,9 +254,10 @@ def _seeded(seed, epoch, index):
     try:
         yield
     finally:
-        torch.set_rng_state(states[0])
-        random.setstate(states[1])
-        np.random.set_state(states[2])
+        if states is not None:
+            torch.set_rng_state(states[0])
+            random.setstate(states[1])
+            np.random.set_state(states[2])
 
 
 def _own_copy(item):

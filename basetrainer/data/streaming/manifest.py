@@ -6,6 +6,7 @@ as it arrives (its size; a downloaded one also its SHA-256). A folder litdata wr
 manifest) is read from its index alone, without checksums.
 """
 import bisect
+import functools
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ class Manifest:
     def samples(self) -> int:
         return self.starts[-1]
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """The SHA-256 of the shards' list (equal digests, the same samples in the same shards)."""
         text = json.dumps([self.kind, self.shards, self.meta], sort_keys=True)
