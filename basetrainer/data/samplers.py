@@ -3,7 +3,7 @@
 The rank is the data-parallel rank (:func:`~basetrainer.distributed.comm.get_data_parallel_rank`): the global rank,
 or under a device mesh the place among the processes that see different data. A dataset may give its own epoch
 order with ``epoch_permutation(seed, epoch)`` (shards: a few shards at a time, see
-:mod:`basetrainer.data.streaming.order`) and hear of each epoch with ``start_epoch(seed, epoch)``."""
+:mod:`basetrainer.data.streaming.order`) and hear of each epoch with ``sampler_epoch(seed, epoch)``."""
 import math
 
 import torch
@@ -32,9 +32,9 @@ class TrainSampler(DistributedSampler):
     def set_epoch(self, epoch: int) -> None:
         super().set_epoch(epoch)
         self.worker_generator.manual_seed(_mix(self.seed, epoch, self.rank))
-        start_epoch = getattr(self.dataset, "start_epoch", None)
-        if start_epoch is not None:  # before the epoch's workers start, which copy the dataset
-            start_epoch(self.seed, epoch)
+        sampler_epoch = getattr(self.dataset, "sampler_epoch", None)
+        if sampler_epoch is not None:  # before the epoch's workers start, which copy the dataset
+            sampler_epoch(self.seed, epoch)
 
     def skip(self, num_samples: int) -> None:
         """Leave out the first ``num_samples`` indices of this rank's next pass only."""

@@ -47,7 +47,7 @@ class ShardDataset(Dataset):
         self.location = ShardLocation(location, name)
         self.name, self.transform, self.on_bad_image = name, transform, on_bad_image
         self.window, self.retry_s = int(shuffle_window), float(retry_seconds)
-        self.seed = self.epoch = None  # set by the training sampler each epoch (start_epoch)
+        self.seed = self.epoch = None  # set by the training sampler each epoch (sampler_epoch)
         self.cache = None
         if self.location.remote:
             manifest_text, index_text = self._fetch_description(cache)
@@ -97,7 +97,7 @@ class ShardDataset(Dataset):
         """The order of ``epoch``'s samples (the training sampler's, instead of a plain permutation)."""
         return shard_window_order([int(s["samples"]) for s in self.manifest.shards], seed, epoch, self.window)
 
-    def start_epoch(self, seed: int, epoch: int) -> None:
+    def sampler_epoch(self, seed: int, epoch: int) -> None:
         """Called by the training sampler before each epoch (before its workers start): seeds the augmentation."""
         self.seed, self.epoch = seed, epoch
 

@@ -74,17 +74,17 @@ def test_augmentation_is_the_same_for_a_sample_whoever_reads_it_and_differs_by_e
         return x + torch.randn(8), y, index
 
     data = open_shards(shards, transform=noise)
-    data.start_epoch(seed=5, epoch=0)
+    data.sampler_epoch(seed=5, epoch=0)
     first = data[17][0]
     torch.randn(100)  # whatever the process drew in between
     assert torch.equal(data[17][0], first)
-    data.start_epoch(seed=5, epoch=1)
+    data.sampler_epoch(seed=5, epoch=1)
     assert not torch.equal(data[17][0], first)
 
 
 def test_reading_a_sample_leaves_the_training_processs_random_streams_as_they_were(shards):
     data = open_shards(shards, transform=lambda sample: (sample[0] + torch.randn(8), *sample[1:]))
-    data.start_epoch(seed=5, epoch=0)
+    data.sampler_epoch(seed=5, epoch=0)
     torch.manual_seed(1)
     data[3]
     drawn = torch.rand(1)
