@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from basetrainer.data.loaders import build_dataloader
-from basetrainer.data.samplers import TrainSampler
+from basetrainer.data.samplers import EvalSampler, TrainSampler
 from basetrainer.data.streaming import open_shards
 from basetrainer.fault_tolerance.batches import _loader_over, _share, _unpadded_order
 from support.shards import numbered_shards
@@ -60,6 +60,12 @@ def test_a_resumed_sampler_on_another_number_of_ranks_takes_the_rest_of_the_epoc
         sampler.skip(40 // after)  # what the engine's elastic layout asks after 40 samples of the epoch
         rest += list(sampler)
     assert sorted(taken + rest) == list(range(96))
+
+
+def test_evaluation_over_ranks_reads_every_sample_once_without_padding(shards):
+    data = open_shards(shards)
+    read = [index for rank in range(5) for index in EvalSampler(data, num_replicas=5, rank=rank)]
+    assert sorted(read) == list(range(96))
 
 
 def test_a_loader_over_shards_yields_the_samplers_indices_in_its_order(shards):
