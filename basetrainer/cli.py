@@ -18,7 +18,7 @@
         --out p.csv
     basetrainer export work_dirs/classification/model/last --out weights.pth
     basetrainer export work_dirs/detection/model/model_final.pth --out detector.onnx
-    basetrainer shards --image-folder D/train --out shards/train   # then train_data=shards/train, or its s3:// URL
+    basetrainer shards --image-folder D/train --out shards/train   # then train_data=shards/train
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
 ``examples/example.py``, with the same flags and config keys (with ``--task detection``,

@@ -3,7 +3,7 @@
 ::
 
     basetrainer shards --image-folder data/digits/train --out shards/train
-    basetrainer shards --coco data/scenes/train/images data/scenes/train/instances.json --out shards/scenes
+    basetrainer shards --coco data/scenes/images data/scenes/instances.json --out shards/scenes
     basetrainer shards --dataset my_project.data:train_set --out shards/mine --shard-size 256MB
 
 The shards are litdata's chunks with our manifest (:mod:`basetrainer.data.streaming`); upload the folder as it is
@@ -38,7 +38,7 @@ def get_parser(prog=None):
                         help="an ImageFolder tree (one sub-folder of images per class); each image kept as its file")
     source.add_argument("--coco", nargs=2, metavar=("IMAGES", "ANNOTATIONS"),
                         help="a folder of images and its COCO instances.json; each image with its boxes")
-    source.add_argument("--dataset", metavar="MODULE:NAME",
+    source.add_argument("--dataset", metavar="MOD:NAME",
                         help="a map-style dataset of one's own: NAME in MODULE (or in a .py file), the dataset or a "
                              "function of no arguments returning it; its items as they are (tensors, arrays, "
                              "numbers, text, bytes, PIL images, and tuples or dicts of them)")
