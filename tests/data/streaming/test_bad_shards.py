@@ -1,5 +1,6 @@
 """Bad shards in a local folder, and bad streaming settings: one line naming the shard or the setting, before the
 first read or at it."""
+import importlib.util
 import json
 import os
 import shutil
@@ -109,3 +110,12 @@ def test_resuming_on_the_same_shards_says_nothing(shards, caplog):
     with caplog.at_level("WARNING", logger="basetrainer"):
         StreamPosition(open_shards(shards), lambda: 0).load_state_dict(saved, "last.pth")
     assert caplog.text == ""
+
+
+def test_without_litdata_opening_shards_is_one_line_naming_the_pip_command(shards, monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "litdata"
+                        else real_find_spec(name, *args))
+    pip = r'pip install "basetrainer\[streaming\]"$'
+    with pytest.raises(ConfigError, match=rf"^streaming shards needs the litdata package: {pip}"):
+        open_shards(shards)
