@@ -9,6 +9,9 @@ VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "basetrainer" / "__init_
 # Export to ONNX: torch's exporter (onnx, onnxscript), the check (onnxruntime), simplifying (onnxslim).
 ONNX = ["onnx>=1.18", "onnxruntime>=1.20", "onnxscript>=0.5", "onnxslim>=0.1.80"]
 
+# The text task: the model (dtype= in from_pretrained: transformers 4.56), LoRA, datasets, tokenizers, weights.
+HF = ["transformers>=4.56", "peft>=0.17", "datasets>=3.0", "tokenizers>=0.21", "safetensors>=0.4.3"]
+
 EXTRAS = {
     "plots": [],  # matplotlib is a core dependency now; the extra stays for old install commands
     "prune": ["torch-pruning>=1.4"],
@@ -25,6 +28,8 @@ EXTRAS = {
     # The detection task: COCO mean average precision (torchmetrics' MeanAveragePrecision on pycocotools).
     "detection": ["torchmetrics>=1.4", "pycocotools>=2.0.7"],
     "timm": ["timm>=1.0"],  # net_type: timm/<name>
+    # The text task (basetrainer train --task text): pretrained transformers, their tokenizers, datasets, LoRA.
+    "hf": HF,
     "ray": ["ray[train]>=2.40"],  # basetrainer.integrations.ray, basetrainer train --ray N
     # fault_tolerance: replica groups, their lighthouse and DiLoCo (the nightly's all-reduce survives a peer's death).
     "torchft": ["torchft-nightly>=2026.10.26"],
@@ -38,7 +43,7 @@ EXTRAS = {
     "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.100", "psutil>=5.9", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9",
              "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1",
              "torchmetrics>=1.4", "pycocotools>=2.0.7", "timm>=1.0", "ray[train]>=2.40",
-             "torchft-nightly>=2026.10.26"],
+             "torchft-nightly>=2026.10.26", *HF, "accelerate>=1.0"],  # accelerate: HF's Trainer in bench/
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})
 

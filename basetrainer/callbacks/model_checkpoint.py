@@ -187,6 +187,8 @@ class ModelCheckpoint(Callback):
         self.best = [entry for entry in self.best if os.path.isfile(entry[2])]
 
     def _is_among_best(self, value) -> bool:
+        if self.save_best_k == 0:  # no best model kept
+            return False
         if len(self.best) < self.save_best_k:
             return True
         return improves(value, self.best[-1][0], self.mode)

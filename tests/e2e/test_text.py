@@ -1,0 +1,157 @@
+"""The text task end to end on the tiny models (tests/conftest.py's ``tiny_text_models``, save_pretrained folders
+built here, nothing fetched): LoRA fine-tuning of a Llama-like model whose adapters alone train and are checkpointed,
+saved back as a folder transformers and peft load and ``basetrainer export`` merges; the same steps in two
+processes under DDP and under FSDP2 over the decoder layers the model names; an exact resume after a kill; the
+Qwen2-like model on chat data, packed, under bf16 autocast with accumulation, clipping and activation
+checkpointing; the GPT-2-like model as a sequence classifier; and the tuning tools on the task."""
+import json
+import math
+import re
+
+import pytest
+import torch
+
+from basetrainer.checkpoint import load_checkpoint
+from support.compare import load_result, same_weights
+from support.processes import run_python
+from support import WORKERS
+
+WORKER = WORKERS / "text_worker.py"
+PROMPT = "What is 5 plus 5?"
+
+
+def config(models, work_dir, *more, architecture="llama"):
+    """24 bundled prompts in batches of 4 (6 steps), LoRA rank 4 without dropout (so that 1 and 2 processes draw
+    nothing different), the global batch's lr scaling and a target, checkpoints every step."""
+    return ["--model", models[architecture], "--work_dir", work_dir, "max_samples=24", "batch_size=4", "num_epochs=1",
+            "lora.r=4", "lora.dropout=0", "lr=0.01", "progress=false", "loggers=[csv]", "num_workers=0",
+            "checkpoint_every_n_iters=1", "generate.count=2", "generate.max_new_tokens=4", "log_freq=3",
+            "lr_scaling={rule: linear, base_batch_size: 4}", "target={metric: loss, value: 100, mode: min}", *more]
+
+
+def train(models, work_dir, *more, processes=1, architecture="llama"):
+    arguments = config(models, work_dir, *more, architecture=architecture)
+    if processes > 1:
+        arguments = [*arguments, "--distributed", "--gpu_id", *map(str, range(processes)),
+                     f"batch_size={4 // processes}"]
+    result = run_python(["-m", "basetrainer", "train", "--task", "text", *arguments], timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return work_dir
+
+
+def log_of(work_dir) -> str:
+    return (work_dir / "log" / "train.log").read_text(encoding="utf-8")
+
+
+def adapter(work_dir) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(work_dir / "model" / "model_final" / "adapter_model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_text_models, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    run_python([WORKER, "--out", folder / "w.pt", *config(tiny_text_models, folder / "work")], check=True,
+               timeout=300)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def ddp(tiny_text_models, tmp_path_factory):
+    return train(tiny_text_models, tmp_path_factory.mktemp("ddp") / "work", processes=2)
+
+
+@pytest.fixture(scope="module")
+def fsdp(tiny_text_models, tmp_path_factory):
+    return train(tiny_text_models, tmp_path_factory.mktemp("fsdp") / "work", "strategy=fsdp", processes=2)
+
+
+def test_only_the_adapters_train_and_the_log_says_how_many_parameters_of_how_many(uninterrupted):
+    log = log_of(uninterrupted / "work")
+    trainable, total = (int(n.replace(",", "")) for n in re.search(
+        r"LoRA r 4 alpha 16 on q_proj, v_proj: ([\d,]+) of ([\d,]+) parameters train", log).groups())
+    result = load_result(uninterrupted / "w.pt")
+    assert result["optimized"] and all(".lora_" in name for name in result["optimized"])
+    assert trainable == sum(value.numel() for value in result["weights"].values()) and total > 50 * trainable
+
+
+def test_checkpoints_hold_the_adapters_and_their_optimizer_state_only(uninterrupted):
+    saved = load_checkpoint(str(uninterrupted / "work" / "model" / "last.pth"))
+    assert set(saved["model"]) == set(load_result(uninterrupted / "w.pt")["optimized"])
+    assert len(saved["optimizer"]["state"]) == len(saved["model"])
+
+
+def test_the_test_loss_perplexity_and_tokens_per_second_are_published(uninterrupted):
+    logs = load_result(uninterrupted / "w.pt")["logs"]
+    assert math.isclose(logs["test"]["perplexity"], math.exp(logs["test"]["loss"]), rel_tol=1e-9)
+    assert math.isclose(logs["train"]["perplexity"], math.exp(logs["train"]["loss"]), rel_tol=1e-9)
+    assert re.search(r"step 6: tokens/s \(all processes\) \d+; test loss [\d.]+, perplexity [\d.]+",
+                     log_of(uninterrupted / "work"))
+    history = [json.loads(line) for line in (uninterrupted / "work" / "log" / "history.jsonl").open()]
+    assert history[-1]["train"]["tokens_per_s"] > 0 and "perplexity" in history[-1]["test"]
+
+
+def test_each_evaluation_logs_completions_of_fixed_prompts(uninterrupted):
+    assert "completions at step 6:\n  'What is " in log_of(uninterrupted / "work")
+    records = [json.loads(line) for line in (uninterrupted / "work" / "log" / "completions.jsonl").open()]
+    assert [(record["step"], record["epoch"]) for record in records] == [(6, 1), (6, 1)]
+    assert all(record["prompt"].endswith((".", "?")) and isinstance(record["completion"], str) for record in records)
+
+
+def test_model_final_is_an_adapter_folder_that_transformers_and_peft_load_and_generate_with(uninterrupted,
+                                                                                          tiny_text_models):
+    import peft
+    import transformers
+
+    folder = uninterrupted / "work" / "model" / "model_final"
+    assert {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
+    assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == str(
+        tiny_text_models["llama"])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder)  # the base, with the adapter through peft
+    output = model.generate(**tokenizer([PROMPT], return_tensors="pt"), max_new_tokens=3, do_sample=False)
+    assert output.shape[1] > len(tokenizer(PROMPT)["input_ids"])
+    base = transformers.AutoModelForCausalLM.from_pretrained(tiny_text_models["llama"])
+    adapted = peft.PeftModel.from_pretrained(base, folder)
+    trained = load_result(uninterrupted / "w.pt")["weights"]
+    loaded = {name: value for name, value in adapted.state_dict().items() if ".lora_" in name}
+    assert same_weights(loaded, trained)
+
+
+def test_export_writes_the_merged_model_that_gives_the_adapter_models_logits(uninterrupted, tmp_path):
+    import transformers
+
+    result = run_python(["-m", "basetrainer", "export", uninterrupted / "work" / "model" / "model_final",
+                         "--out", tmp_path / "merged"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"check: the written model's logits equal .*: max abs diff [\d.e+-]+", result.stdout)
+    merged = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    assert not any("lora" in name for name in merged.state_dict())
+    assert (tmp_path / "merged" / "model.safetensors").is_file() and (tmp_path / "merged" / "tokenizer.json").is_file()
+
+
+def test_two_processes_under_ddp_train_the_adapters_one_process_trains(uninterrupted, ddp):
+    one, two = adapter(uninterrupted / "work"), adapter(ddp)
+    assert one.keys() == two.keys()
+    assert all(torch.allclose(one[key], two[key], atol=2e-5) for key in one)
+    assert json.loads((ddp / "log" / "target.json").read_text())["metric"] == "loss"
+
+
+def test_fsdp_shards_the_decoder_layers_the_model_names_and_trains_what_one_process_trains(uninterrupted, fsdp):
+    assert "fsdp: 2 unit(s) of LlamaDecoderLayer (named by the model (_no_split_modules)) and the root, sharded " \
+           "over 2 processes" in log_of(fsdp)
+    one, two = adapter(uninterrupted / "work"), adapter(fsdp)
+    assert all(torch.allclose(one[key], two[key], atol=2e-5) for key in one)
+
+
+def test_resume_after_a_kill_mid_epoch_ends_bitwise_like_an_uninterrupted_run(tiny_text_models, uninterrupted,
+                                                                               tmp_path):
+    arguments = config(tiny_text_models, tmp_path / "work")
+    killed = run_python([WORKER, "--out", tmp_path / "w.pt", "--kill-at", "0:2", *arguments], timeout=300)
+    assert killed.returncode != 0 and not (tmp_path / "w.pt").exists()
+    assert load_checkpoint(str(tmp_path / "work" / "model" / "last.pth"))["iteration"] == 2  # the kill comes before batch 2's checkpoint
+    run_python([WORKER, "--out", tmp_path / "w.pt", *arguments, "--resume", "auto"], check=True, timeout=300)
+    resumed, expected = load_result(tmp_path / "w.pt"), load_result(uninterrupted / "w.pt")
+    assert same_weights(resumed["weights"], expected["weights"])
+    assert resumed["logs"] == expected["logs"]
