@@ -155,3 +155,79 @@ def test_resume_after_a_kill_mid_epoch_ends_bitwise_like_an_uninterrupted_run(ti
     resumed, expected = load_result(tmp_path / "w.pt"), load_result(uninterrupted / "w.pt")
     assert same_weights(resumed["weights"], expected["weights"])
     assert resumed["logs"] == expected["logs"]
+
+
+def quick(models, work_dir, architecture, *more):
+    """A short run of ``architecture`` on 16 bundled records, without the lr scaling and the target."""
+    return ["--task", "text", "--model", models[architecture], "--work_dir", work_dir, "max_samples=16",
+            "batch_size=4", "progress=false", "loggers=[csv]", "num_workers=0", *more]
+
+
+def test_a_qwen2_model_trains_on_packed_chat_data_under_bf16_with_accumulation_clipping_and_checkpointing(
+        tiny_text_models, tmp_path):
+    import transformers
+
+    result = run_python(["-m", "basetrainer", "train", *quick(
+        tiny_text_models, tmp_path / "work", "qwen2", "num_epochs=1", "format=chat", "packing=true", "max_seq_len=32",
+        "amp=bf16", "accumulate_grad_batches=2", "clip_grad_norm=1.0", "activation_checkpointing=[auto]", "lr=0.001",
+        "generate.count=1", "generate.max_new_tokens=2")], timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = log_of(tmp_path / "work")
+    assert "activation checkpointing: 2 module(s) of Qwen2DecoderLayer recompute" in log
+    assert "format chat, packed" in log and "full fine-tuning: 107,072 of 107,072 parameters train" in log
+    history = [json.loads(line) for line in (tmp_path / "work" / "log" / "history.jsonl").open()]
+    assert math.isfinite(history[-1]["train"]["loss"]) and math.isfinite(history[-1]["test"]["loss"])
+    folder = tmp_path / "work" / "model" / "model_final"
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder)  # the whole model, no adapter
+    assert (folder / "model.safetensors").is_file() and type(model).__name__ == "Qwen2ForCausalLM"
+
+
+def test_a_gpt2_model_trains_as_a_sequence_classifier_with_lora_and_its_new_head(tiny_text_models, tmp_path):
+    import peft
+
+    result = run_python(["-m", "basetrainer", "train", *quick(
+        tiny_text_models, tmp_path / "work", "gpt2", "--task_type", "sequence_classification", "num_epochs=1",
+        "lora.r=4", "lr=0.01", "monitor=Acc")], timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    history = [json.loads(line) for line in (tmp_path / "work" / "log" / "history.jsonl").open()]
+    assert set(history[-1]["test"]) == {"loss", "Acc"} and 0 <= history[-1]["test"]["Acc"] <= 100
+    saved = load_checkpoint(str(tmp_path / "work" / "model" / "last.pth"))
+    assert "base_model.model.score.modules_to_save.default.weight" in saved["model"]  # the new head trains
+    assert "LoRA r 4 alpha 16 on c_attn" in log_of(tmp_path / "work")
+    model = peft.AutoPeftModelForSequenceClassification.from_pretrained(tmp_path / "work" / "model" / "model_final")
+    assert model.base_model.model.score.out_features == 2
+
+
+def test_lr_find_and_batch_find_probe_the_text_task(tiny_text_models, tmp_path):
+    lr_find = run_python(["-m", "basetrainer", "lr-find", *quick(tiny_text_models, tmp_path / "work", "llama"),
+                          "lora.r=4", "--num_steps", "6"], timeout=300)
+    assert lr_find.returncode == 0, lr_find.stderr[-3000:]
+    assert re.fullmatch(r"lr=[\d.e+-]+", lr_find.stdout.strip().splitlines()[-1])
+    batch_find = run_python(["-m", "basetrainer", "batch-find", *quick(tiny_text_models, tmp_path / "work", "llama"),
+                             "--max_memory", "256", "--first_size", "2", "--max_trials", "2", "--steps", "1"],
+                            timeout=300)
+    assert batch_find.returncode == 0, batch_find.stderr[-3000:]
+    assert re.fullmatch(r"batch_size=\d+", batch_find.stdout.strip().splitlines()[-1])
+
+
+def test_a_study_runs_the_text_task_once_per_batch_size(tiny_text_models, tmp_path):
+    result = run_python(["-m", "basetrainer", "study", "--batch-sizes", "4", "--rule", "sqrt", "--base-batch-size",
+                         "8", "--target-metric", "perplexity", "--target-mode", "min", "--target-value", "1e6",
+                         "--out", tmp_path / "study", "--", "--task", "text", "--model", tiny_text_models["llama"],
+                         "max_samples=8", "num_epochs=1", "lora.r=4", "progress=false", "loggers=[csv]",
+                         "generate.count=0"], timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = (tmp_path / "study" / "study.csv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].startswith("4,")
+    assert json.loads((tmp_path / "study" / "run_bs4" / "log" / "target.json").read_text())["metric"] == "perplexity"
+
+
+def test_a_hub_name_that_cannot_be_fetched_is_one_line_naming_it_and_the_local_folder_way(tmp_path):
+    result = run_python(["-m", "basetrainer", "train", "--task", "text", "--model", "Qwen/Qwen2.5-0.5B",
+                         "--work_dir", tmp_path / "work"], env={"HF_HUB_OFFLINE": "1"}, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: model Qwen/Qwen2.5-0.5B: not in the local Hugging Face cache and HF_HUB_OFFLINE is set, so it cannot "
+        "be fetched; give model the local folder instead (on a machine that reaches the hub: hf download "
+        "Qwen/Qwen2.5-0.5B --local-dir DIR, then copy DIR here)")
+    assert not (tmp_path / "work").exists()

@@ -17,7 +17,7 @@ class TokenLossRecorder(LossesRecorder):
     :class:`~basetrainer.callbacks.LossesRecorder`); in evaluation the mean over every token that takes a loss,
     on every process, so that it is one process's value whatever the batches and processes. ``run_step`` gives the
     evaluation's ``outputs`` as ``{"loss_sum", "tokens"}`` (causal LM) or ``{"loss_sum", "tokens", "correct"}``
-    with one token per sequence (sequence classification: ``Acc`` too, in percent)."""
+    with one token per sequence (sequence classification: ``loss`` and ``Acc``, in percent, no perplexity)."""
 
     def __init__(self, accuracy: bool = False):
         super().__init__(indicator="loss")
@@ -25,7 +25,7 @@ class TokenLossRecorder(LossesRecorder):
         self._sums = None
 
     def publishes(self):
-        return ("loss", "perplexity", *(("Acc",) if self.accuracy else ()))
+        return ("loss", "Acc") if self.accuracy else ("loss", "perplexity")
 
     def on_test_begin(self, logs=None):
         self._sums = None
@@ -49,14 +49,15 @@ class TokenLossRecorder(LossesRecorder):
         if tokens:
             test = logs.setdefault("test", {})
             test["loss"] = loss_sum / tokens
-            test["perplexity"] = _perplexity(test["loss"])
             if self.accuracy:
                 test["Acc"] = 100.0 * correct[0] / tokens
+            else:
+                test["perplexity"] = _perplexity(test["loss"])
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
         train = (logs or {}).get("train", {})
-        if "loss" in train:
+        if "loss" in train and not self.accuracy:
             train["perplexity"] = _perplexity(train["loss"])
 
 

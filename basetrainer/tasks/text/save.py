@@ -91,9 +91,11 @@ def export_pretrained(folder: str, out: str):
     if adapter:
         peft = require("peft")
         auto = peft.AutoPeftModelForSequenceClassification if classifier else peft.AutoPeftModelForCausalLM
+        # a classifier's base is made with the head the adapter trained (its rows: the labels)
+        options = {"num_labels": _head_rows(folder)} if classifier else {}
         with quiet_peft():
-            source = auto.from_pretrained(folder)
-            merged = auto.from_pretrained(folder).merge_and_unload()
+            source = auto.from_pretrained(folder, **options)
+            merged = auto.from_pretrained(folder, **options).merge_and_unload()
     else:
         auto = transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForCausalLM
         source = merged = auto.from_pretrained(folder)
@@ -109,6 +111,18 @@ def export_pretrained(folder: str, out: str):
         got = written.eval()(**batch).logits
     return ("the LoRA adapter merged into its base weights" if adapter else "the model"), \
         float((expected - got).abs().max())
+
+
+def _head_rows(folder: str) -> int:
+    """The outputs of the classifier head an adapter folder holds (peft saves a new head whole)."""
+    from safetensors import safe_open
+
+    with safe_open(os.path.join(folder, "adapter_model.safetensors"), "pt") as weights:
+        heads = [weights.get_slice(key).get_shape()[0] for key in weights.keys()
+                 if key.endswith("weight") and ".lora_" not in key]
+    if not heads:
+        raise CheckpointError(f"{folder}: a classifier's adapter without its head; it was not written by a text run")
+    return heads[0]
 
 
 def _is_classifier(folder: str) -> bool:

@@ -82,6 +82,7 @@ def write_tiny_model(folder, architecture: str = "llama", seed: int = 0) -> str:
     if os.path.isfile(os.path.join(folder, "model.safetensors")):
         return folder
     transformers = require_transformers()
+    transformers.utils.logging.disable_progress_bar()
     tokenizer = train_tokenizer(architecture)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -108,7 +108,7 @@ class TextTrainer(EngineTrainer):
                              weight_decay=cfg.weight_decay, exclude_bias_norm_from_decay=True)
 
     def build_callbacks(self, cfg, **kwargs):
-        indicators = ["loss", "perplexity", *(["Acc"] if self.classifier else [])]
+        indicators = ["loss", "Acc"] if self.classifier else ["loss", "perplexity"]
         monitor_mode = cfg.monitor_mode or ("max" if cfg.monitor == "Acc" else "min")
         artifacts = [os.path.join(self.log_dir, COMPLETIONS_FILE)]
         history = LogHistory(self.log_dir, log_freq=cfg.log_freq, logger=self.logger, indicators=indicators,
