@@ -18,7 +18,7 @@ TASKS = {"classification": "basetrainer.tasks.classification", "detection": "bas
 
 def take_task(arguments):
     """``(task, the other arguments)``: ``--task NAME`` or ``--task=NAME`` taken out of ``arguments``
-    (classification without it); the name as given, which the caller checks against :data:`TASKS`."""
+    (classification without it); the name as given, which the caller checks against ``TASKS``."""
     for index, argument in enumerate(arguments):
         if argument == "--task" or argument.startswith("--task="):
             task = argument.partition("=")[2] if "=" in argument else (arguments[index + 1:index + 2] or [""])[0]

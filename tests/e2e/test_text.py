@@ -14,7 +14,7 @@ import torch
 from basetrainer.checkpoint import load_checkpoint
 from support.compare import load_result, same_weights
 from support.processes import run_python
-from support import WORKERS
+from support import EXAMPLES, WORKERS
 
 WORKER = WORKERS / "text_worker.py"
 PROMPT = "What is 5 plus 5?"
@@ -143,6 +143,10 @@ def test_fsdp_shards_the_decoder_layers_the_model_names_and_trains_what_one_proc
            "over 2 processes" in log_of(fsdp)
     one, two = adapter(uninterrupted / "work"), adapter(fsdp)
     assert all(torch.allclose(one[key], two[key], atol=2e-5) for key in one)
+    from basetrainer.checkpoint.safe_dcp import read_metadata
+
+    saved = [key for key in read_metadata(str(fsdp / "model" / "last")).state_dict_metadata if key.startswith("model.")]
+    assert saved and all(".lora_" in key for key in saved)  # the sharded checkpoint holds the adapters alone
 
 
 def test_resume_after_a_kill_mid_epoch_ends_bitwise_like_an_uninterrupted_run(tiny_text_models, uninterrupted,
@@ -231,3 +235,16 @@ def test_a_hub_name_that_cannot_be_fetched_is_one_line_naming_it_and_the_local_f
         "be fetched; give model the local folder instead (on a machine that reaches the hub: hf download "
         "Qwen/Qwen2.5-0.5B --local-dir DIR, then copy DIR here)")
     assert not (tmp_path / "work").exists()
+
+
+def test_the_example_writes_its_tiny_model_offline_fine_tunes_it_and_saves_it_back(tmp_path):
+    result = run_python([EXAMPLES / "finetune_text.py", "--num_epochs", "1", "max_samples=16", "progress=false",
+                         "loggers=[csv]", "generate.count=1"], cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"},
+                        timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    model = tmp_path / "data" / "text" / "tiny-llama"
+    assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} <= {
+        path.name for path in model.iterdir()}
+    final = tmp_path / "work_dirs" / "text_example" / "model" / "model_final"
+    assert (final / "adapter_model.safetensors").is_file() and (final / "tokenizer.json").is_file()
+    assert "and embed_tokens, lm_head whole" in log_of(tmp_path / "work_dirs" / "text_example")

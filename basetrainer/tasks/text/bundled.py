@@ -24,7 +24,7 @@ _SEEDS = {"train": 1, "test": 2}
 KINDS = ("instructions", "reviews")
 
 
-def instruction(rng: random.Random) -> dict:
+def instruction(rng) -> dict:
     """One prompt and its completion (the completion starts with a space, as a reply after the prompt does)."""
     kind = rng.randrange(4)
     if kind == 0:
@@ -39,7 +39,7 @@ def instruction(rng: random.Random) -> dict:
     return {"prompt": f"Greet {name}.", "completion": f" Hello, {name}!"}
 
 
-def review(rng: random.Random) -> dict:
+def review(rng) -> dict:
     """One review of two clauses whose adjectives agree, and its label."""
     label = rng.randrange(2)
     adjectives = GOOD if label else BAD

@@ -3,7 +3,7 @@
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command line, the YAML file of
 ``-c``, and the defaults declared in :mod:`basetrainer.tasks.text.settings` (``configs/text.yaml`` is made from
 them). Every value is checked against its declaration, as in the other tasks: one line naming the key, the value
-and where it came from. The model, the datasets and the hub are checked by :func:`~.trainer.prepare`, before any
+and where it came from. The model, the datasets and the hub are checked by :func:`~basetrainer.tasks.text.trainer.prepare`, before any
 process starts.
 """
 import torch

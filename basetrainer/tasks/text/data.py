@@ -1,7 +1,7 @@
 """The task's datasets: read (the bundled one, a local JSONL, JSON, CSV or Parquet file, a folder written by
 ``Dataset.save_to_disk``, or a dataset of the Hugging Face hub), checked, and encoded into token samples.
 
-``train_data`` and ``test_data`` name a source each: ``bundled`` (:mod:`.bundled`, the kind the task type
+``train_data`` and ``test_data`` name a source each: ``bundled`` (:mod:`~basetrainer.tasks.text.bundled`, the kind the task type
 needs), a path, or a hub name with an optional split after a colon (``tatsu-lab/alpaca:train[:95%]``; the
 split defaults to ``train`` and ``test``), with ``data_config`` the hub dataset's configuration.
 """

@@ -2,8 +2,8 @@
 tokens masked when only the completion is learnt), packing, and the batches.
 
 A causal-LM sample is ``{"input_ids", "labels"}`` of the same length: ``labels`` is ``input_ids`` with
-:data:`IGNORE` where no loss is taken (the prompt, padding); the model learns to predict ``labels[t]`` from the
-tokens before ``t`` (the shift is the loss's, :mod:`.losses`). A classification sample is ``{"input_ids",
+``IGNORE`` where no loss is taken (the prompt, padding); the model learns to predict ``labels[t]`` from the
+tokens before ``t`` (the shift is the loss's, :mod:`~basetrainer.tasks.text.losses`). A classification sample is ``{"input_ids",
 "label"}``. The formats of a record:
 
 - ``text``: the whole text is learnt, then the end token;
@@ -115,7 +115,7 @@ def pack(samples, block: int) -> dict:
 
 class Collator:
     """Pads a list of samples on the right to the longest (training and evaluation; generation pads on the left,
-    :mod:`.generation`): ``input_ids`` with ``pad_id``, ``attention_mask`` 0 there, ``labels`` :data:`IGNORE`
+    :mod:`~basetrainer.tasks.text.generation`): ``input_ids`` with ``pad_id``, ``attention_mask`` 0 there, ``labels`` ``IGNORE``
     there; a classification batch has one ``labels`` id per sample."""
 
     def __init__(self, pad_id: int):

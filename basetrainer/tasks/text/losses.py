@@ -1,5 +1,5 @@
 """The losses of the text task, computed from the model's logits as the HF models compute theirs (float32
-logits, the labels shifted by one, :data:`~.encoding.IGNORE` ignored), so that a run and the HF ``Trainer``
+logits, the labels shifted by one, ``IGNORE`` ignored), so that a run and the HF ``Trainer``
 agree on the same batches.
 
 A training batch's causal-LM loss is the mean over the tokens that take a loss in this batch on every

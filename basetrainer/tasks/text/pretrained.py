@@ -84,12 +84,13 @@ def load_model(cfg, tokenizer, labels=None):
 
 def with_lora(model, lora: dict, task_type: str):
     """``model`` in a ``PeftModel`` with LoRA adapters of rank ``r`` on ``target_modules`` (null: peft's choice
-    for the architecture, e.g. q_proj and v_proj); everything else frozen (a classifier's new head trains)."""
+    for the architecture, e.g. q_proj and v_proj); everything else frozen but ``modules_to_save`` (a classifier's
+    new head trains too)."""
     peft = require("peft")
     targets = lora["target_modules"]
     config = peft.LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                              target_modules=targets[0] if targets == ["all-linear"] else targets,
-                             task_type=_PEFT_TASK[task_type])
+                             modules_to_save=lora["modules_to_save"], task_type=_PEFT_TASK[task_type])
     try:
         with quiet_peft():
             return peft.get_peft_model(model, config)

@@ -1,6 +1,6 @@
 """Every config key of the text task, declared once: the loop's keys (with the task's defaults), those it shares
 with the classification task (optimisation, runtime, checkpoints) and its own (data, model, LoRA, generation).
-Its command line (:mod:`.config`), its part of ``docs/reference/configuration.md`` and ``configs/text.yaml``
+Its command line (:mod:`~basetrainer.tasks.text.config`), its part of ``docs/reference/configuration.md`` and ``configs/text.yaml``
 (:mod:`basetrainer.tasks.reference`) are made from these."""
 from ...config.kinds import Boolean, Choice, Fields, Integer, ListOf, Number, Text
 from ...config.schema import Schema, Setting
@@ -28,8 +28,9 @@ _SOURCE = Text(non_empty=True, meaning="bundled, a path or a hub dataset name")
 _FIELD = Text(non_empty=True, meaning="a column name")
 FIELDS = Fields(text=(_FIELD, "text"), prompt=(_FIELD, "prompt"), completion=(_FIELD, "completion"),
                 messages=(_FIELD, "messages"), label=(_FIELD, "label"))
+_MODULES = ListOf(Text(non_empty=True, meaning="a module name"), min_length=1, single=True)
 LORA = Fields(r=(Integer(minimum=0), 0), alpha=(Number(0, above=True), 16.0), dropout=(Number(0, 1, below=True), 0.05),
-              target_modules=(ListOf(Text(non_empty=True, meaning="a module name"), min_length=1, single=True), None))
+              target_modules=(_MODULES, None), modules_to_save=(_MODULES, None))
 GENERATE = Fields(prompts=(ListOf(Text(), single=True), None), count=(Integer(minimum=0), 3),
                   max_new_tokens=(Integer(minimum=1, maximum=4096), 24))
 
@@ -83,7 +84,8 @@ TEXT_ONLY = Schema([
     Setting("lora", LORA, LORA.defaults(),
             "LoRA through peft: adapters of rank r (0: off, the whole model trains), scaled alpha / r, dropout on "
             "their input, on target_modules (null: peft's default for the architecture, e.g. q_proj and v_proj; "
-            "[all-linear]: every linear layer but the output)", group="model"),
+            "[all-linear]: every linear layer but the output); modules_to_save: modules trained whole beside the "
+            "adapters, e.g. [embed_tokens, lm_head] (a classifier's new head always is)", group="model"),
     Setting("num_labels", Integer(minimum=2), None,
             "sequence classification: the number of labels (null: read from the training data; set, it must match)",
             nullable=True, group="model"),

@@ -2,7 +2,7 @@
 benchmark, with nothing fetched.
 
 :func:`write_tiny_model` trains a byte-level BPE tokenizer with ``tokenizers`` on the bundled texts
-(:mod:`.bundled`), builds a decoder of one of three architectures from its config with small sizes, and writes
+(:mod:`~basetrainer.tasks.text.bundled`), builds a decoder of one of three architectures from its config with small sizes, and writes
 both with ``save_pretrained``: ``config.json``, ``model.safetensors``, ``generation_config.json`` and the
 tokenizer's files. ``AutoModelForCausalLM.from_pretrained(folder)`` then loads it exactly as it loads a model of
 the hub. The three architectures differ where the task must handle them:
@@ -53,7 +53,7 @@ def train_tokenizer(architecture: str, vocab_size: int = 512):
 
 
 def model_config(architecture: str, tokenizer):
-    """The architecture's config with the small sizes of :data:`SIZES` and the tokenizer's special tokens."""
+    """The architecture's config with the small sizes of ``SIZES`` and the tokenizer's special tokens."""
     transformers = require_transformers()
     ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                pad_token_id=tokenizer.pad_token_id)

@@ -8,13 +8,13 @@
     basetrainer train --task text --distributed --gpu_id 0 1 strategy=fsdp   # FSDP2 over the decoder layers
 
 A run writes to ``work_dir`` what the other tasks' do (``config.yaml``, ``model/`` with ``last.pth`` to resume
-from, ``log/``) and ``model/model_final/``, a ``save_pretrained`` folder (:mod:`.save`); the log shows the
+from, ``log/``) and ``model/model_final/``, a ``save_pretrained`` folder (:mod:`~basetrainer.tasks.text.save`); the log shows the
 parameters that train, the test loss and perplexity, tokens per second, and completions of fixed prompts at
-each evaluation (:mod:`.generation`).
+each evaluation (:mod:`~basetrainer.tasks.text.generation`).
 
 :class:`TextTrainer` fills in the ``EngineTrainer`` hooks with the library's own objects: a ``datasets``
-dataset encoded by the tokenizer (:mod:`.data`, :mod:`.encoding`), the ``transformers`` model (in a
-``PeftModel`` with LoRA, :mod:`.pretrained`) wrapped by the engine's strategy, AdamW over the parameters that
+dataset encoded by the tokenizer (:mod:`~basetrainer.tasks.text.data`, :mod:`~basetrainer.tasks.text.encoding`), the ``transformers`` model (in a
+``PeftModel`` with LoRA, :mod:`~basetrainer.tasks.text.pretrained`) wrapped by the engine's strategy, AdamW over the parameters that
 train. With LoRA the checkpoints hold only those (``checkpoint_frozen_weights``): the frozen base comes back
 from ``model`` when a run resumes.
 """
@@ -154,7 +154,7 @@ class TextTrainer(EngineTrainer):
     # ------------------------------------------------------------------ the step
     def run_step(self, inputs):
         """Training: ``(None, the batch's loss)``; evaluation: ``({"loss_sum", "tokens"[, "correct"]}, its mean)``
-        for :class:`~.recorders.TokenLossRecorder`."""
+        for :class:`~basetrainer.tasks.text.recorders.TokenLossRecorder`."""
         logits = self.model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
         labels = inputs["labels"]
         if self.classifier:
@@ -182,8 +182,10 @@ class TextTrainer(EngineTrainer):
 
     def _model_line(self):
         cfg = self.cfg
+        whole = f" and {', '.join(cfg.lora['modules_to_save'])} whole" if cfg.lora["modules_to_save"] else ""
         lora = (f"LoRA r {cfg.lora['r']} alpha {cfg.lora['alpha']:g} on "
-                f"{', '.join(sorted(_lora_targets(self.model))) or 'none'}") if cfg.lora["r"] else "full fine-tuning"
+                f"{', '.join(sorted(_lora_targets(self.model))) or 'none'}{whole}") if cfg.lora["r"] else \
+            "full fine-tuning"
         blocks = ", ".join(self.block_classes) or "none named"
         return (f"model: {cfg.model} ({type(_base_model(self.model)).__name__}, decoder layers {blocks}) | {lora}: "
                 f"{self.trainable:,} of {self.total_parameters:,} parameters train "

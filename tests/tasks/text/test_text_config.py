@@ -26,7 +26,8 @@ def test_running_with_text_yaml_gives_the_same_config_as_running_without_it():
 
 def test_lora_fields_are_read_and_checked():
     cfg = parse_config(["lora.r=8", "lora.target_modules=[all-linear]"])
-    assert cfg.lora == {"r": 8, "alpha": 16.0, "dropout": 0.05, "target_modules": ["all-linear"]}
+    assert cfg.lora == {"r": 8, "alpha": 16.0, "dropout": 0.05, "target_modules": ["all-linear"],
+                        "modules_to_save": None}
     with pytest.raises(ConfigError, match="lora"):
         parse_config(["lora.rank=8"])
 

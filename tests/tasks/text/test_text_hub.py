@@ -54,3 +54,14 @@ def test_a_missing_folder_or_file_is_one_line(tmp_path):
                                          ("data/text/tiny-llama", True), ("train.jsonl", True)])
 def test_paths_and_hub_names_are_told_apart(name, local):
     assert is_local(name) == local
+
+
+def test_a_missing_package_of_the_extra_is_one_line_naming_the_pip_command(monkeypatch):
+    import sys
+
+    from basetrainer.tasks.text.hub import require
+
+    monkeypatch.setitem(sys.modules, "peft", None)  # import peft raises ImportError
+    with pytest.raises(ConfigError, match=r'^the text task needs peft \(transformers, peft, datasets, tokenizers, '
+                                          r'safetensors\); pip install "basetrainer\[hf\]"$'):
+        require("peft")
