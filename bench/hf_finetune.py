@@ -3,7 +3,7 @@ Llama-like one, 2 decoder layers, written here with save_pretrained), the same L
 values, the same batches in the same order, the same optimizer and settings; the loss at each step side by side,
 the time per step and the peak memory.
 
-    python bench/hf_finetune.py [--steps 50] [--batch-size 8] [--lora-r 16] [--threads 1] [--out DIR]
+    python bench/hf_finetune.py [--steps 50] [--batch-size 8] [--lora-r 16] [--threads 1] [--pairs 3] [--out DIR]
 
 Each side runs in a process of its own (``--side basetrainer`` or ``--side hf``, which this script starts) so that
 its peak memory (the process's resident set, ``ru_maxrss``) is its own; both import torch, transformers and peft.
@@ -20,7 +20,9 @@ What is held equal, and how:
 - the loss: the mean over the batch's tokens that take a loss, the HF models' own (``num_items_in_batch``).
 
 The time per step is the median over the steps after the first 5, from one optimizer step's end to the next,
-nothing else in between (no evaluation, no checkpoint, logging of the loss at every step on both sides).
+nothing else in between (no evaluation, no checkpoint, logging of the loss at every step on both sides). The
+two sides run one after the other ``--pairs`` times (A B A B ...); the ratio is the median of the pairs' ratios,
+which holds when a shared machine's speed drifts between pairs.
 Figures: bench/RESULTS.md, "Fine-tuning a transformer against the HF Trainer".
 """
 import argparse
@@ -47,6 +49,7 @@ def main(argv=None):
     parser.add_argument("--max-seq-len", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each side")
+    parser.add_argument("--pairs", type=int, default=3, help="runs of each side, alternating")
     parser.add_argument("--out", default=None, help="a folder for the model, the runs and results.json")
     parser.add_argument("--side", choices=("basetrainer", "hf"), default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -61,8 +64,10 @@ def main(argv=None):
         from basetrainer.tasks.text.tiny_models import write_tiny_model
 
         write_tiny_model(os.path.join(out, "tiny-llama"), "llama", seed=args.seed)
-        results = {side: run_side(side, argv or sys.argv[1:], out) for side in ("basetrainer", "hf")}
-        report(results, args)
+        pairs = [{side: run_side(side, argv or sys.argv[1:], out) for side in ("basetrainer", "hf")}
+                 for _ in range(args.pairs)]
+        report(pairs, args)
+        results = pairs[-1]
         with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as stream:
             json.dump(results, stream)
 
@@ -170,13 +175,19 @@ def write_side(args, side: str, losses, ends):
         json.dump({"losses": losses[:args.steps], "step_s": statistics.median(seconds), "peak_rss": peak}, stream)
 
 
-def report(results, args):
-    ours, theirs = results["basetrainer"], results["hf"]
+def report(pairs, args):
+    ours, theirs = pairs[-1]["basetrainer"], pairs[-1]["hf"]
     print(f"tiny Llama-like model, LoRA r {args.lora_r} on every linear layer, batch {args.batch_size}, "
           f"max_seq_len {args.max_seq_len}, AdamW lr {args.lr:g} constant, clip 1.0, {args.steps} steps, float32 "
           f"CPU, {args.threads} thread(s)")
-    print(f"time per step (median after {WARM_UP}): basetrainer {1000 * ours['step_s']:.1f} ms, HF Trainer "
-          f"{1000 * theirs['step_s']:.1f} ms, ratio {ours['step_s'] / theirs['step_s']:.3f}")
+    ratios = [pair["basetrainer"]["step_s"] / pair["hf"]["step_s"] for pair in pairs]
+    times = "; ".join(f"{1000 * pair['basetrainer']['step_s']:.1f} vs {1000 * pair['hf']['step_s']:.1f}"
+                      for pair in pairs)
+    print(f"time per step (median after {WARM_UP}), basetrainer vs HF Trainer, ms: {times}; ratio "
+          f"{statistics.median(ratios):.3f} (median of {len(pairs)}; {min(ratios):.3f} to {max(ratios):.3f})")
+    if any(pair["basetrainer"]["losses"] != ours["losses"] or pair["hf"]["losses"] != theirs["losses"]
+           for pair in pairs):
+        print("the losses differ between pairs: the runs are not deterministic")
     print(f"peak memory (process RSS): basetrainer {ours['peak_rss'] / 2 ** 20:.0f} MiB, HF Trainer "
           f"{theirs['peak_rss'] / 2 ** 20:.0f} MiB")
     differences = [abs(a - b) for a, b in zip(ours["losses"], theirs["losses"])]

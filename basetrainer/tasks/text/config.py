@@ -44,7 +44,10 @@ def check_task_config(cfg, sources=None):
     def named(*keys):
         return ", ".join(f"{key} {cfg[key]!r} ({given.get(key) or 'in the config'})" for key in keys)
 
-    TASK_SETTINGS.check(cfg, lambda key: given.get(key) or "in the config", strict=True)
+    checked = TASK_SETTINGS.check(cfg, lambda key: given.get(key) or "in the config", strict=True)
+    for key in ("fields", "lora", "generate"):  # a mapping given in part: its other fields at their defaults
+        if checked.get(key) is not None:
+            cfg[key] = checked[key]
     if cfg.num_epochs is not None and cfg.max_iters is not None:
         raise ConfigError(f"{named('num_epochs', 'max_iters')}: a run is one or the other; set num_epochs: null to "
                           f"train for max_iters")

@@ -30,6 +30,7 @@ def test_lora_fields_are_read_and_checked():
                         "modules_to_save": None}
     with pytest.raises(ConfigError, match="lora"):
         parse_config(["lora.rank=8"])
+    assert parse_config(["lora={r: 8}"]).lora["modules_to_save"] is None  # a mapping given in part
 
 
 @pytest.mark.parametrize("arguments, message", [
