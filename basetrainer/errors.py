@@ -4,6 +4,7 @@ Each one carries a single line that names the problem and the fix. Entry points
 (``launch``, the example, the ``basetrainer`` command) print that line and exit non-zero
 instead of showing a traceback (:func:`exit_with`).
 """
+import errno
 import sys
 
 
@@ -23,6 +24,17 @@ class DataError(BaseTrainerError):
 
 class CheckpointError(BaseTrainerError):
     """A checkpoint cannot be read or written."""
+
+
+class DiskFullError(BaseTrainerError, OSError):
+    """A file could not be written: no space left on its device. It is also an ``OSError`` (errno ``ENOSPC``), so
+    that code catching ``OSError`` around a write sees it as before."""
+
+    def __init__(self, message: str):
+        OSError.__init__(self, errno.ENOSPC, message)
+
+    def __str__(self):
+        return self.strerror
 
 
 class LaunchError(BaseTrainerError):
@@ -60,6 +72,22 @@ def one_line(error: BaseException) -> str:
     original = [line[len(prefix):] for line in lines if line.startswith(prefix)]
     rank = lines[0].split(":", 1)[0] + ": " if lines[0].startswith("rank ") else ""
     return rank + original[-1] if original else " ".join(line.strip() for line in lines)
+
+
+def disk_full(error: BaseException):
+    """A :class:`DiskFullError` for ``error`` when it is, or was caused by, a write that found no space left on its
+    device (``ENOSPC``), wherever it was raised; None otherwise, and for an error that says it in its own words
+    already (a ``BaseTrainerError``: a checkpoint's names the file and what is intact)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, BaseTrainerError):
+            return error if isinstance(error, DiskFullError) else None
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            where = f" writing {error.filename}" if error.filename else ""
+            return DiskFullError(f"no space left on device{where}; free some disk space or write elsewhere (work_dir, --out)")
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def exit_with(error: BaseTrainerError):

@@ -82,10 +82,13 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
     try:
         return _launch(main_func, int(num_gpus_per_machine), int(num_machines), int(machine_rank), dist_url,
                        distributed, tuple(args), timeout, caller)
-    except BaseTrainerError as e:
-        if not _at_top_level_of(caller, "__main__", "__mp_main__"):
+    except Exception as e:  # noqa: BLE001 - a full disk, wherever a write found it, is the user's to fix
+        user = e if isinstance(e, BaseTrainerError) else errors.disk_full(e)
+        if user is None:
             raise
-        errors.exit_with(e)
+        if not _at_top_level_of(caller, "__main__", "__mp_main__"):
+            raise user from (None if user is e else e)
+        errors.exit_with(user)
 
 
 def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_url, distributed, args, timeout,
@@ -209,6 +212,7 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
         main_func(*args)
         reports.put((time.time(), rank, _FINISHED, "", ""))
     except BaseException as e:  # noqa: B902 - every failure must reach the launcher
+        e = errors.disk_full(e) or e
         reports.put((time.time(), rank, type(e).__name__, str(e), traceback.format_exc()))
         code = e.exit_code if isinstance(e, BaseTrainerError) else 1
     finally:

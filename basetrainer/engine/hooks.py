@@ -116,17 +116,18 @@ class TrainerHooks:
         state.max_epochs = -(-options.max_iters // steps_per_epoch) if steps_per_epoch else 1
 
     def build_dataloader(self, dataset, batch_size, num_workers=0, shuffle=True, phase="train",
-                         distributed=True, **kwargs):
-        """A DataLoader sharded by global rank (see :func:`basetrainer.data.loaders.build_dataloader`)."""
+                         distributed=None, **kwargs):
+        """A DataLoader sharded by data-parallel rank (see :func:`basetrainer.data.loaders.build_dataloader`). The
+        layout is the process group's, however the processes were started; ``distributed`` is kept for old
+        scripts and changes nothing."""
         kwargs.setdefault("seed", self.seed)
-        return data.build_dataloader(dataset, batch_size, num_workers, shuffle=shuffle, phase=phase,
-                                     distributed=distributed, **kwargs)
+        return data.build_dataloader(dataset, batch_size, num_workers, shuffle=shuffle, phase=phase, **kwargs)
 
-    def build_model_parallel(self, model, device_ids=None, distributed=True, **kwargs):
+    def build_model_parallel(self, model, device_ids=None, distributed=None, **kwargs):
         """Moves the model to this process's device and wraps it as the parallel strategy needs
         (DDP or FSDP as ``strategy`` says, DataParallel or nothing; see :func:`~basetrainer.parallel.select_strategy`).
         ``kwargs`` may override ``sync_bn``, ``find_unused_parameters`` and ``broadcast_buffers``;
-        ``distributed`` is kept for old scripts: several processes always mean DDP or FSDP."""
+        ``distributed`` is kept for old scripts and changes nothing: several processes always mean DDP or FSDP."""
         self.strategy = select_strategy(self.options, self.device, device_ids, mesh=self.mesh,
                                         plan=lambda model: self.build_parallel_plan(model, self.mesh.shape.tp),
                                         pipeline=self.options.pipeline, **kwargs)

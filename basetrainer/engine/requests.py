@@ -70,6 +70,12 @@ class TrainerRequests:
                                      lambda state: self.checkpoints.load_state_dict(
                                          state, name="a live replica group's training state"))
 
+    def checkpoint_manager(self):
+        """The :class:`~basetrainer.checkpoint.manager.CheckpointManager` with this trainer's parts handed over as they
+        are now: what a checkpoint saved now would hold (the tuning tools hold the same parts in memory)."""
+        self._track_checkpoint_parts()
+        return self.checkpoints
+
     def _track_checkpoint_parts(self):
         """Hands the checkpoint manager what a training checkpoint holds, in the order a resume loads it."""
         state = self.state

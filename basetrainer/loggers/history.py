@@ -4,7 +4,7 @@ import io
 import json
 import os
 
-from ..utils.file_utils import write_text_atomic
+from ..utils.file_utils import append_text, write_text_atomic
 from .base import Logger, flatten
 
 
@@ -69,11 +69,8 @@ class HistoryLogger(Logger):
         if self.columns is None:
             self.columns = history_columns(record, self.indicators)
         new_file = not os.path.isfile(self.csv_path)
-        os.makedirs(self.log_dir, exist_ok=True)
-        with open(self.csv_path, "a", newline="", encoding="utf-8") as stream:
-            stream.write(_csv_text(self.columns, [self._row(record)], header=new_file))
-        with open(self.jsonl_path, "a", encoding="utf-8") as stream:
-            stream.write(json.dumps(record) + "\n")
+        append_text(self.csv_path, _csv_text(self.columns, [self._row(record)], header=new_file))
+        append_text(self.jsonl_path, json.dumps(record) + "\n")
 
     def _row(self, record) -> dict:
         row = history_row(record)

@@ -83,8 +83,7 @@ class ClassificationTrainer(EngineTrainer):
                                      on_bad_image=cfg.on_bad_image, name="train_data")
         self.classes = dataset.classes
         cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
-        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
-                                     distributed=cfg.distributed)
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True)
 
     def build_test_loader(self, cfg, **kwargs):
         if not cfg.test_data:
@@ -93,8 +92,7 @@ class ClassificationTrainer(EngineTrainer):
                                      on_bad_image=cfg.on_bad_image, name="test_data")
         check_same_classes(self.train_loader.dataset, dataset)
         # Sharded without padding: every test image is counted once, whatever the number of processes.
-        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
-                                     distributed=cfg.distributed)
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False)
 
     # ------------------------------------------------------------------ model
     def build_model(self, cfg, **kwargs):
@@ -112,7 +110,7 @@ class ClassificationTrainer(EngineTrainer):
             model = model_pruning(model, input_size=[1, 3, height, width], sparsity=cfg.prune_sparsity,
                                   prune_mod=cfg.prune_mod, output_prune=os.path.join(cfg.work_dir, "prune"),
                                   logger=self.logger)
-        return self.build_model_parallel(model, cfg.gpu_id, distributed=cfg.distributed)
+        return self.build_model_parallel(model, cfg.gpu_id)
 
     def load_finetune(self, model, path, cfg):
         """Loads the weights of ``path`` into ``model``; layers whose shape differs (the head) keep fresh weights."""

@@ -12,7 +12,7 @@ from ..config import save_config
 from ..data.loaders import resolve_num_workers
 from ..distributed import comm
 from ..distributed.launch import launch
-from ..errors import BaseTrainerError, exit_with
+from ..errors import BaseTrainerError, disk_full, exit_with
 from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
 
@@ -38,8 +38,10 @@ def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_line=N
     num_params = sum(p.numel() for p in trainer.model.parameters())
     trainer.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",
                         __version__, cfg.work_dir, cfg.config_file, trainer.device, trainer.world_size)
+    replicas = comm.get_data_parallel_world_size()  # the process group's, however it was started (launch, Ray...)
+    together = f" per process, {cfg.batch_size * replicas} over {replicas} processes" if replicas > 1 else ""
     length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
-        f" of batches of {cfg.batch_size} ({trainer.num_batches} per epoch)"
+        f" of batches of {cfg.batch_size}{together} ({trainer.num_batches} per epoch)"
     if data_line is not None:
         trainer.logger.info("%s", data_line())
         trainer.logger.info("%s | %s", model_line(), length)
@@ -95,3 +97,7 @@ def task_main(parse_config, train, argv, prog) -> None:
         train(cfg)
     except BaseTrainerError as error:
         exit_with(error)
+    except OSError as error:  # a full disk found by a write of a library's own (an export, a DCP shard)
+        if disk_full(error) is None:
+            raise
+        exit_with(disk_full(error))

@@ -61,7 +61,7 @@ class DetectionTrainer(EngineTrainer):
         self.classes = dataset.categories
         cfg.num_classes, cfg.classes = dataset.num_classes, list(dataset.categories)
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
-                                     distributed=cfg.distributed, collate_fn=collate_detection)
+                                     collate_fn=collate_detection)
 
     def build_test_loader(self, cfg, **kwargs):
         if not cfg.test_images:
@@ -75,13 +75,13 @@ class DetectionTrainer(EngineTrainer):
                             f"difference at {_first_difference(train, dataset)}")
         # Sharded without padding: every test image is counted once, whatever the number of processes.
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
-                                     distributed=cfg.distributed, collate_fn=collate_detection)
+                                     collate_fn=collate_detection)
 
     # ------------------------------------------------------------------ model
     def build_model(self, cfg, **kwargs):
         model = get_detector(cfg.net_type, cfg.num_classes, cfg.input_size, cfg.rgb_mean, cfg.rgb_std,
                              pretrained=cfg.pretrained)
-        return self.build_model_parallel(model, cfg.gpu_id, distributed=cfg.distributed)
+        return self.build_model_parallel(model, cfg.gpu_id)
 
     def build_criterion(self, cfg, **kwargs):
         return None  # a detector computes its own losses, given the targets

@@ -106,8 +106,6 @@ TASK_SETTINGS = (
     .replace("optim_type", default="AdamW")
     .replace("lr", default=2e-4)
     .replace("weight_decay", default=0.0, help="weight decay (AdamW: decoupled), not on biases and norms")
-    .replace("num_warn_up", default=0.1)
-    .replace("milestones", default=[2])
     .replace("save_best_k", default=0, help="keep the k best models by the monitored value as save_pretrained "
                                             "folders (model/best_model_<epoch>_<value>/)")
     .replace("monitor", default="loss", help="the test value that picks the best models and that early stopping "

@@ -76,7 +76,7 @@ class TextTrainer(EngineTrainer):
         samples = data.encode(records, self.encoder, packing=cfg.packing and not self.classifier,
                               max_samples=cfg.max_samples, key="train_data")
         return self.build_dataloader(samples, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
-                                     distributed=cfg.distributed, collate_fn=Collator(self.tokenizer.pad_token_id))
+                                     collate_fn=Collator(self.tokenizer.pad_token_id))
 
     def build_test_loader(self, cfg, **kwargs):
         self.test_records = None
@@ -89,14 +89,14 @@ class TextTrainer(EngineTrainer):
                               max_samples=cfg.max_samples, key="test_data")
         # Sharded without padding: every test token is counted once, whatever the number of processes.
         return self.build_dataloader(samples, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
-                                     distributed=cfg.distributed, collate_fn=Collator(self.tokenizer.pad_token_id))
+                                     collate_fn=Collator(self.tokenizer.pad_token_id))
 
     # ------------------------------------------------------------------ model
     def build_model(self, cfg, **kwargs):
         model = load_model(cfg, self.tokenizer, self.labels)
         self.block_classes = named_blocks(model)
         self.trainable, self.total_parameters = parameter_counts(model)
-        return self.build_model_parallel(model, cfg.gpu_id, distributed=cfg.distributed)
+        return self.build_model_parallel(model, cfg.gpu_id)
 
     def build_criterion(self, cfg, **kwargs):
         return None  # the losses are the task's own (run_step), computed as the HF models compute theirs
