@@ -20,6 +20,15 @@ def bundled_kind(task_type: str) -> str:
     return "reviews" if task_type == "sequence_classification" else "instructions"
 
 
+def test_source(cfg) -> str:
+    """Where the evaluation data come from: ``test_data``, or when it is null the test split of ``train_data``'s
+    source if that is ``bundled`` or a hub name without a split, else nowhere (``""``)."""
+    if cfg.test_data is not None:
+        return cfg.test_data
+    train = cfg.train_data
+    return train if train == BUNDLED or not (is_local(train) or ":" in train) else ""
+
+
 def check_source(source: str, key: str) -> None:
     """Before any work: a missing local file, a file of another kind, or a hub dataset that cannot be had, in one
     line (a ConfigError, or a DataError for a local file)."""

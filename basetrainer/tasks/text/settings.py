@@ -42,8 +42,9 @@ TEXT_ONLY = Schema([
             "training data: bundled (generated instructions, or reviews for classification), a .jsonl, .json, .csv "
             "or .parquet file, a folder written by save_to_disk, or a hub dataset name[:split] (split: train)",
             group="data", flag={}),
-    Setting("test_data", Text(), "bundled",
-            "evaluation data, as train_data (a hub name's split: test; \"\": no evaluation)", nullable=True,
+    Setting("test_data", Text(), None,
+            "evaluation data, as train_data (a hub name's split: test); null: the test split of train_data's source "
+            "when it is bundled or a hub name without a split, else none; \"\": no evaluation", nullable=True,
             group="data", flag={}),
     Setting("data_config", Text(non_empty=True, meaning="a configuration name"), None,
             "a hub dataset's configuration (load_dataset's name), e.g. wikitext-2-raw-v1", nullable=True,

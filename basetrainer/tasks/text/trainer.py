@@ -57,7 +57,7 @@ class TextTrainer(EngineTrainer):
         self.classifier = cfg.task_type == "sequence_classification"
         self.tokenizer = load_tokenizer(cfg)
         self.checkpoint_frozen_weights = cfg.lora["r"] == 0  # LoRA: checkpoints hold what trains, no more
-        start_run(self, cfg, train_from=cfg.train_data, test_from=cfg.test_data, data_line=self._data_line,
+        start_run(self, cfg, train_from=cfg.train_data, test_from=data.test_source(cfg), data_line=self._data_line,
                   model_line=self._model_line)
 
     # ------------------------------------------------------------------ data
@@ -80,9 +80,10 @@ class TextTrainer(EngineTrainer):
 
     def build_test_loader(self, cfg, **kwargs):
         self.test_records = None
-        if not cfg.test_data:
+        source = data.test_source(cfg)
+        if not source:
             return None
-        records = data.read_records(cfg.test_data, "test", cfg.task_type, cfg.data_config, key="test_data")
+        records = data.read_records(source, "test", cfg.task_type, cfg.data_config, key="test_data")
         encoder = data.build_encoder(records, self.tokenizer, cfg, "test_data", labels=self.labels)
         self.test_records = records
         samples = data.encode(records, encoder, packing=cfg.packing and not self.classifier,
@@ -177,7 +178,8 @@ class TextTrainer(EngineTrainer):
         kind = f"{len(self.labels)} labels" if self.classifier else \
             f"format {self.encoder.format}{', packed' if cfg.packing else ''}"
         return (f"data: {self.train_num} train samples from {cfg.train_data}, {self.test_num} test samples from "
-                f"{cfg.test_data or 'nowhere (no evaluation)'}, max_seq_len {cfg.max_seq_len}, {kind} | "
+                f"{data.test_source(cfg) or 'nowhere (no evaluation: give test_data)'}, max_seq_len "
+                f"{cfg.max_seq_len}, {kind} | "
                 f"{self.num_workers} loader workers per process ({self.num_workers_reason})")
 
     def _model_line(self):
@@ -215,8 +217,8 @@ def prepare(cfg):
     prepare_model(cfg)
     check_model_source(cfg.model)
     data.check_source(cfg.train_data, "train_data")
-    if cfg.test_data:
-        data.check_source(cfg.test_data, "test_data")
+    if data.test_source(cfg):
+        data.check_source(data.test_source(cfg), "test_data")
 
 
 def run(cfg):
