@@ -62,7 +62,7 @@ def generate(trainer, tokenizer, prompts, max_new_tokens: int, templated: bool =
         batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=not templated)
         batch = {key: value.to(trainer.device) for key, value in batch.items()}
         with trainer.autocast():
-            output = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
+            output = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
                                     pad_token_id=tokenizer.pad_token_id)
         new = output[:, batch["input_ids"].shape[1]:]
         return [text.strip() for text in tokenizer.batch_decode(new, skip_special_tokens=True)]

@@ -75,6 +75,9 @@ def load_model(cfg, tokenizer, labels=None):
     except (ValueError, KeyError) as error:  # a model of no architecture this head has
         raise ConfigError(f"model {cfg.model}: {str(error).splitlines()[0]}") from None
     model.config.pad_token_id = tokenizer.pad_token_id
+    # No key/value cache in the training and evaluation forwards: none is read, and a layer recomputed in backward
+    # (activation checkpointing) would append to it twice. Generation asks for one itself.
+    model.config.use_cache = False
     if getattr(model, "generation_config", None) is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     if cfg.lora["r"] > 0:

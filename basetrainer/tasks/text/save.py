@@ -59,7 +59,12 @@ def save_pretrained(model, weights: dict, tokenizer, folder: str, base_model: st
         for config in model.peft_config.values():
             config.base_model_name_or_path = os.path.abspath(os.path.expanduser(base_model)) \
                 if is_local(base_model) else base_model
-    model.save_pretrained(staging, state_dict=weights)
+    config = _base(model).config
+    trained_without, config.use_cache = config.use_cache, True  # the saved model generates with its cache
+    try:
+        model.save_pretrained(staging, state_dict=weights)
+    finally:
+        config.use_cache = trained_without
     tokenizer.save_pretrained(staging)
     generation = getattr(_base(model), "generation_config", None)
     if generation is not None and not os.path.isfile(os.path.join(staging, "generation_config.json")):

@@ -38,14 +38,18 @@ def test_with_lora_only_the_adapters_train(tiny_text_models):
     assert named_blocks(model) == ("LlamaDecoderLayer",)  # read through the PeftModel
 
 
-def test_activation_checkpointing_auto_wraps_the_decoder_layers_and_changes_no_gradient(tiny_text_models):
-    cfg = settings(tiny_text_models["qwen2"])
-    plain, wrapped = (load_model(cfg, load_tokenizer(cfg)) for _ in range(2))
+@pytest.mark.parametrize("architecture", ["llama", "qwen2"])
+def test_activation_checkpointing_auto_wraps_the_decoder_layers_and_changes_no_gradient(tiny_text_models,
+                                                                                       architecture):
+    cfg = settings(tiny_text_models[architecture])
+    plain, wrapped = (load_model(cfg, load_tokenizer(cfg)).train() for _ in range(2))
     checkpoint_activations(wrapped, ["auto"])
     assert sum(type(m).__name__ == "CheckpointWrapper" for m in wrapped.modules()) == 2
     tokens = torch.randint(0, 500, (2, 12))
+    mask = torch.ones_like(tokens)
+    mask[1, 8:] = 0  # a padded sample: the forward recomputed in backward must see what the first one saw
     for model in (plain, wrapped):
-        model(input_ids=tokens).logits.float().pow(2).mean().backward()
+        model(input_ids=tokens, attention_mask=mask).logits.float().pow(2).mean().backward()
     assert all(torch.allclose(a.grad, b.grad, atol=1e-6) for a, b in zip(plain.parameters(), wrapped.parameters()))
 
 
