@@ -60,8 +60,10 @@ def check_task_config(cfg, sources=None):
         if cfg.packing:
             raise ConfigError(f"{named('packing', 'task_type')}: a classifier takes one text per sample; set "
                               f"packing: false")
-    if cfg.monitor == "Acc" and cfg.task_type != "sequence_classification":
-        raise ConfigError(f"{named('monitor')}: a causal LM's evaluation publishes loss and perplexity; monitor one")
+    published = ("loss", "Acc") if cfg.task_type == "sequence_classification" else ("loss", "perplexity")
+    if cfg.monitor not in published:
+        what = "a classifier's" if cfg.task_type == "sequence_classification" else "a causal LM's"
+        raise ConfigError(f"{named('monitor')}: {what} evaluation publishes {' and '.join(published)}; monitor one")
     schedule = schedule_name(cfg.scheduler)
     if schedule == "multi-step" and not cfg.milestones:
         raise ConfigError(f"{named('scheduler', 'milestones')}: multi-step needs milestones")

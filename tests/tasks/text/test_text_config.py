@@ -36,7 +36,9 @@ def test_lora_fields_are_read_and_checked():
 @pytest.mark.parametrize("arguments, message", [
     (["--task_type", "sequence_classification", "packing=true"], "packing True .*a classifier takes one text"),
     (["--task_type", "sequence_classification", "format=chat"], "format 'chat' .*a classifier reads a text"),
-    (["monitor=Acc"], "monitor 'Acc' .*a causal LM's evaluation publishes loss and perplexity"),
+    (["monitor=Acc"], "monitor 'Acc' .*a causal LM's evaluation publishes loss and perplexity; monitor one"),
+    (["--task_type", "sequence_classification", "monitor=perplexity"], "a classifier's evaluation publishes loss and "
+                                                                        "Acc"),
 ])
 def test_keys_that_do_not_fit_together_are_one_line(arguments, message):
     with pytest.raises(ConfigError, match=message):

@@ -47,6 +47,19 @@ def test_a_chat_record_learns_the_assistants_reply_after_the_template_opened_its
                                                             "<|im_start|>assistant\n")
 
 
+def test_a_conversation_learns_its_last_reply_only(tokenizers):
+    tokenizer = tokenizers["llama"]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Greet Ann."},
+                {"role": "assistant", "content": "Hello, Ann!"}, {"role": "user", "content": "Greet Bob."},
+                {"role": "assistant", "content": "Hello, Bob!"}]
+    sample = encoder(tokenizer, "chat", max_seq_len=256)({"messages": messages})
+    learnt = tokenizer.decode([token for token, label in zip(sample["input_ids"], sample["labels"]) if label != IGNORE])
+    assert learnt == "Hello, Bob!<|im_end|>\n"
+    assert tokenizer.decode(sample["input_ids"]).count("<|im_start|>") == 5
+    with pytest.raises(DataError, match="last message must be the assistant's"):
+        encoder(tokenizer, "chat")({"messages": messages[:2]})
+
+
 def test_a_sample_longer_than_max_seq_len_is_cut_at_the_end(tokenizers):
     sample = encoder(tokenizers["llama"], "text", max_seq_len=5)({"text": "Reverse the word lamp, then greet Ann."})
     assert len(sample["input_ids"]) == len(sample["labels"]) == 5
