@@ -159,6 +159,10 @@ def export(args):
                   f"consolidated (torch.load(path, weights_only=True), then load_state_dict on the plain model)")
             return
         saved = read_saved_model(args.checkpoint)
+        if "task_type" in saved.config:  # a text run's: its model is saved as a save_pretrained folder
+            final = os.path.join(os.path.dirname(os.path.abspath(args.checkpoint)), "model_final")
+            raise CheckpointError(f"{args.checkpoint} is a text run's checkpoint: export the save_pretrained folder "
+                                  f"the run wrote, basetrainer export {final} --out DIR (the adapter merged)")
         print(f"exporting {saved.description}")
         if saved.is_detector:
             from .tasks.detection.export import export_detector

@@ -129,6 +129,11 @@ def test_export_writes_the_merged_model_that_gives_the_adapter_models_logits(uni
     merged = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
     assert not any("lora" in name for name in merged.state_dict())
     assert (tmp_path / "merged" / "model.safetensors").is_file() and (tmp_path / "merged" / "tokenizer.json").is_file()
+    refused = run_python(["-m", "basetrainer", "export", uninterrupted / "work" / "model" / "last.pth", "--out",
+                          tmp_path / "model.onnx"])  # the checkpoint holds the adapters alone
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1].endswith(
+        f"is a text run's checkpoint: export the save_pretrained folder the run wrote, basetrainer export "
+        f"{uninterrupted / 'work' / 'model' / 'model_final'} --out DIR (the adapter merged)")
 
 
 def test_two_processes_under_ddp_train_the_adapters_one_process_trains(uninterrupted, ddp):
