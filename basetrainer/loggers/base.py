@@ -15,6 +15,7 @@ class Logger:
         log_params(params)                 # a fresh run only: the flattened config
         log_metrics(scalars, step)         # every log_freq batches: {"train/loss_step": 0.41, ...}
         log_epoch(record, step)            # at each epoch end: {"epoch": 1, "lr": ..., "train": {...}, "test": {...}}
+        log_text(name, text, step)         # text a callback shows (a language model's completions), when it does
         log_artifact(path)                 # at train end: the curves picture, the files the run names
         close(failed)                      # at train end, or when training raised (failed=True)
 
@@ -56,6 +57,9 @@ class Logger:
         pass
 
     def log_epoch(self, record: dict, step: int) -> None:
+        pass
+
+    def log_text(self, name: str, text: str, step: int) -> None:
         pass
 
     def log_artifact(self, path: str) -> None:

@@ -24,7 +24,7 @@ def config(models, work_dir, *more, architecture="llama"):
     """24 bundled prompts in batches of 4 (6 steps), LoRA rank 4 without dropout (so that 1 and 2 processes draw
     nothing different), the global batch's lr scaling and a target, checkpoints every step."""
     return ["--model", models[architecture], "--work_dir", work_dir, "max_samples=24", "batch_size=4", "num_epochs=1",
-            "lora.r=4", "lora.dropout=0", "lr=0.01", "progress=false", "loggers=[csv]", "num_workers=0",
+            "lora.r=4", "lora.dropout=0", "lr=0.01", "progress=false", "loggers=[csv,tensorboard]", "num_workers=0",
             "checkpoint_every_n_iters=1", "generate.count=2", "generate.max_new_tokens=4", "log_freq=3",
             "lr_scaling={rule: linear, base_batch_size: 4}", "target={metric: loss, value: 100, mode: min}", *more]
 
@@ -97,6 +97,12 @@ def test_each_evaluation_logs_completions_of_fixed_prompts(uninterrupted):
     records = [json.loads(line) for line in (uninterrupted / "work" / "log" / "completions.jsonl").open()]
     assert [(record["step"], record["epoch"]) for record in records] == [(6, 1), (6, 1)]
     assert all(record["prompt"].endswith((".", "?")) and isinstance(record["completion"], str) for record in records)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(uninterrupted / "work" / "log"))
+    events.Reload()
+    [text] = events.Tensors("completions/text_summary")  # the trackers' copy, at the last batch's step
+    assert text.step == 5 and f"{records[0]['prompt']!r} -> " in text.tensor_proto.string_val[0].decode()
 
 
 def test_model_final_is_an_adapter_folder_that_transformers_and_peft_load_and_generate_with(uninterrupted,

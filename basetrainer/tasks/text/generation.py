@@ -2,8 +2,9 @@
 
 Greedy decoding (the same text every run), the prompts padded on the left as a decoder-only model needs, under
 the run's autocast. Every process generates (under FSDP each forward gathers the parameters, so all take part);
-the main process writes the lines to the log and ``log/completions.jsonl`` (one record per completion: step,
-epoch, prompt, completion), a file the trackers receive at the end of training.
+the main process writes the lines to the log, to ``log/completions.jsonl`` (one record per completion: step,
+epoch, prompt, completion), a file the trackers receive at the end of training, and as text to the run's
+loggers (TensorBoard's text tab, an MLflow text file per evaluation, W&B), at the step of their scalars.
 """
 import json
 import os
@@ -26,8 +27,9 @@ class Completions(Callback):
     priority = LOW
 
     def __init__(self, tokenizer, prompts, max_new_tokens: int, log_dir: str, shown=None, templated=False,
-                 logger=None):
+                 logger=None, loggers=None):
         super().__init__()
+        self.loggers = loggers  # a LogHistory's LoggerFanOut: the trackers get the completions as text
         self.templated = templated  # chat prompts: the template wrote the start token
         self.tokenizer, self.prompts, self.max_new_tokens = tokenizer, list(prompts), max_new_tokens
         self.shown = list(shown or prompts)
@@ -48,6 +50,9 @@ class Completions(Callback):
             for shown, text in zip(self.shown, texts):
                 stream.write(json.dumps({"step": state.global_step, "epoch": state.epoch + 1, "prompt": shown,
                                          "completion": text}) + "\n")
+        if self.loggers is not None:  # on the axis of the loggers' scalars: the global batch
+            self.loggers.log_text("completions", "\n".join(lines[1:]),
+                                  state.epoch * (state.batches_per_epoch or 0) + state.batch)
 
 
 @torch.no_grad()

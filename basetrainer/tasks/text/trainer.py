@@ -122,7 +122,7 @@ class TextTrainer(EngineTrainer):
             get_scheduler(cfg.scheduler, optimizer=self.optimizer, lr_init=cfg.lr, num_epochs=cfg.num_epochs,
                           num_steps=self.num_batches, milestones=cfg.milestones, num_warn_up=cfg.num_warn_up,
                           max_iters=cfg.max_iters),
-            self._completions(cfg),
+            self._completions(cfg, history),
             EarlyStopping(cfg.monitor, patience=cfg.early_stopping_patience, mode=monitor_mode)
             if cfg.early_stopping_patience > 0 else None,
             history,
@@ -133,9 +133,9 @@ class TextTrainer(EngineTrainer):
             SavePretrained(self.model_dir, self.tokenizer, cfg.model, logger=self.logger),
         ]
 
-    def _completions(self, cfg):
+    def _completions(self, cfg, history):
         """The completions callback of a causal LM with prompts: ``generate.prompts``, else the first
-        ``generate.count`` prompts of the test data."""
+        ``generate.count`` prompts of the test data; ``history``'s loggers get them too."""
         settings = cfg.generate
         if self.classifier or not settings["count"] and not settings["prompts"]:
             return None
@@ -150,7 +150,7 @@ class TextTrainer(EngineTrainer):
         else:
             return None
         return Completions(self.tokenizer, prompts, settings["max_new_tokens"], self.log_dir, shown=shown,
-                           templated=self.encoder.format == "chat", logger=self.logger)
+                           templated=self.encoder.format == "chat", logger=self.logger, loggers=history.loggers)
 
     # ------------------------------------------------------------------ the step
     def run_step(self, inputs):
