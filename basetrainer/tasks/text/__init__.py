@@ -17,6 +17,6 @@ Importing this package imports none of ``transformers``, ``peft`` or ``datasets`
 imported where they are used, with a one-line error naming ``pip install "basetrainer[hf]"`` when missing.
 """
 from .config import get_parser, parse_config
-from .trainer import TextTrainer, main, prepare, run, train
+from .trainer import TextTrainer, main, prepare, prepare_data, run, train
 
-__all__ = ["TextTrainer", "get_parser", "main", "parse_config", "prepare", "run", "train"]
+__all__ = ["TextTrainer", "get_parser", "main", "parse_config", "prepare", "prepare_data", "run", "train"]

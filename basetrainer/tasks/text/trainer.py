@@ -205,8 +205,9 @@ def _lora_targets(model) -> set:
             for name in (config.target_modules or ())}
 
 
-def prepare_model(cfg):
-    """Writes the tiny Llama-like model to ``data/text/tiny-llama`` when it is the model asked for and missing."""
+def prepare_data(cfg):
+    """Writes the tiny Llama-like model to ``data/text/tiny-llama`` when it is the model asked for and missing (once,
+    before any process starts: ``--ray`` calls it too)."""
     if cfg.model == DEFAULT_MODEL and not os.path.isdir(DEFAULT_MODEL):
         write_tiny_model(DEFAULT_MODEL, "llama")
 
@@ -214,7 +215,7 @@ def prepare_model(cfg):
 def prepare(cfg):
     """Before any process starts: the default model written when missing, then the model and the datasets checked
     (a missing folder or file, a hub name that cannot be had: one line)."""
-    prepare_model(cfg)
+    prepare_data(cfg)
     check_model_source(cfg.model)
     data.check_source(cfg.train_data, "train_data")
     if data.test_source(cfg):
@@ -242,4 +243,4 @@ def main(argv=None, prog=None):
     task_main(parse_config, train, argv, prog)
 
 
-__all__ = ["FINAL_FOLDER", "TextTrainer", "main", "prepare", "run", "train"]
+__all__ = ["FINAL_FOLDER", "TextTrainer", "main", "prepare", "prepare_data", "run", "train"]
