@@ -7,6 +7,8 @@ instead of showing a traceback (:func:`exit_with`).
 import errno
 import sys
 
+from .utils import console
+
 
 class BaseTrainerError(Exception):
     """A problem with the user's input or environment, explained in one line."""
@@ -53,6 +55,13 @@ class TrainingInterrupted(BaseTrainerError):
     exit_code = 75  # EX_TEMPFAIL: try again later, with resume: auto
 
 
+class TrainingAlreadyFinished(BaseTrainerError):
+    """A replica group restarted just before the others finished the training: nothing is left for it to do. It has
+    said so in its log; it ends with 0, as the job does."""
+
+    exit_code = 0
+
+
 class WatchdogTimeout(BaseTrainerError):
     """A rank stopped making progress (it, or a peer, hung or died); its watchdog ended the process."""
 
@@ -91,6 +100,8 @@ def disk_full(error: BaseException):
 
 
 def exit_with(error: BaseTrainerError):
-    """Ends an entry point on ``error``: its one line on stderr (``error: ...``) and its exit code."""
-    print(f"error: {one_line(error)}", file=sys.stderr)
+    """Ends an entry point on ``error``: its one line on the console, stderr (``error: ...``, tagged in a replica
+    group), and its exit code (an error whose code is 0 ends quietly: it said what it had to)."""
+    if error.exit_code:
+        print(f"{console.tag()}error: {one_line(error)}", file=console.stream())
     sys.exit(error.exit_code)

@@ -58,9 +58,10 @@ class TrainerRequests:
         self.checkpoints.load_state_dict(state, name)
 
     def resume_or_seed(self):
-        """Loads the checkpoint ``cfg.resume`` names ("auto": the newest last.pth), else seeds per rank."""
+        """Loads the checkpoint ``cfg.resume`` names ("auto": the newest last.pth; in a replica group's job started
+        afresh, the newest this job wrote), else seeds per rank."""
         self._track_checkpoint_parts()
-        path = self.checkpoints.resume()
+        path = self.checkpoints.resume(self.replica_groups.files_since if self.replica_groups is not None else None)
         if path is None:
             seed_everything(self.seed + self.rank)  # dropout, augmentation: per rank, reproducibly
         elif self.is_main_process:

@@ -49,7 +49,7 @@ class LRFindResult:
 
     @property
     def lowest(self) -> Optional[float]:
-        """The lr of the lowest smoothed loss (None before any step): the suggestion lies below it."""
+        """The lr of the lowest smoothed loss, below which the suggestion lies; None before any step."""
         return self.lrs[int(np.argmin(self.smoothed))] if self.smoothed else None
 
     @property

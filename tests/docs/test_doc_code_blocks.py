@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from basetrainer import cli, old_paths
+from basetrainer.distributed.replica_groups import GROUP_VARIABLE
 from basetrainer.hpo.classification import trial_config
 from basetrainer.tasks.classification import parse_config
 from basetrainer.tasks.detection import predict as detection_predict
@@ -115,6 +116,11 @@ def ci_commands():
     return [words for line in CI_SCRIPT.read_text(encoding="utf-8").splitlines() for words in split_commands(line)]
 
 
+def check_kill(argv):
+    """Killing a replica group by hand: its processes are found by the variable the supervisor sets in each."""
+    assert any(word.startswith(f"{GROUP_VARIABLE}=") for word in argv), f"finds no process by {GROUP_VARIABLE}"
+
+
 def check_tensorboard(argv):
     assert argv[:1] == ["--logdir"] and importlib.util.find_spec("tensorboard") is not None
 
@@ -130,7 +136,8 @@ def checker(words):
                 ("python", "examples/detection.py"): check_detection,
                 ("python", "examples/finetune_text.py"): check_text_example,
                 ("python", "examples/language_model.py"): check_language_model,
-                ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard}
+                ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard,
+                ("kill",): check_kill}
     if words[:3] == ["python", "-m", "pytest"]:
         return check_pytest, words[3:]
     if words[:3] == ["python", "-m", "sphinx"]:
