@@ -107,8 +107,10 @@ TASK_SETTINGS = (
     .replace("optim_type", default="AdamW")
     .replace("lr", default=2e-4)
     .replace("weight_decay", default=0.0, help="weight decay (AdamW: decoupled), not on biases and norms")
-    .replace("save_best_k", default=0, help="keep the k best models by the monitored value as save_pretrained "
-                                            "folders (model/best_model_<epoch>_<value>/)")
+    .replace("save_best_k", default=0, help="keep the k best models by the monitored value "
+                                            "(model/best_model_<epoch>_<value>.pth: the whole model's weights as one "
+                                            "state_dict, the frozen base's too; model_final/ is the run's "
+                                            "save_pretrained folder)")
     .replace("monitor", default="loss", help="the test value that picks the best models and that early stopping "
                                              "watches: loss, perplexity, or Acc (sequence classification)")
     .replace("early_stopping_patience", help="stop after this many evaluations without a better monitored value "
