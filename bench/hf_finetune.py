@@ -3,7 +3,8 @@ Llama-like one, 2 decoder layers, written here with save_pretrained), the same L
 values, the same batches in the same order, the same optimizer and settings; the loss at each step side by side,
 the time per step and the peak memory.
 
-    python bench/hf_finetune.py [--steps 50] [--batch-size 8] [--lora-r 16] [--threads 1] [--pairs 3] [--out DIR]
+    python bench/hf_finetune.py [--steps 50] [--batch-size 8] [--accumulate 1] [--lora-r 16] [--threads 1] [--pairs 3]
+                                [--out DIR]
 
 Each side runs in a process of its own (``--side basetrainer`` or ``--side hf``, which this script starts) so that
 its peak memory (the process's resident set, ``ru_maxrss``) is its own; both import torch, transformers and peft.
@@ -17,7 +18,8 @@ What is held equal, and how:
   (``train_sampling_strategy="sequential"`` over the dataset put in that order), padded by the same collator;
 - the optimizer: AdamW (lr ``--lr``, betas 0.9/0.999, eps 1e-8, no weight decay), a constant lr without warm-up,
   the gradients' norm clipped to 1.0, float32 on the CPU, one process, no accumulation;
-- the loss: the mean over the batch's tokens that take a loss, the HF models' own (``num_items_in_batch``).
+- the loss: the mean over the step's tokens that take a loss, the HF models' own (``num_items_in_batch``), over
+  the batches of an accumulation window with ``--accumulate`` above 1 (``gradient_accumulation_steps``).
 
 The time per step is the median over the steps after the first 5, from one optimizer step's end to the next,
 nothing else in between (no evaluation, no checkpoint, logging of the loss at every step on both sides). The
@@ -44,6 +46,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--accumulate", type=int, default=1, help="batches per optimizer step")
     parser.add_argument("--lora-r", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--max-seq-len", type=int, default=64)
@@ -90,6 +93,7 @@ def config(args):
         "--model", os.path.join(args.out, "tiny-llama"), "--work_dir", os.path.join(args.out, "basetrainer_run"),
         "--test_data", "", "--batch_size", str(args.batch_size), "--max_seq_len", str(args.max_seq_len),
         "--lr", str(args.lr), "num_epochs=null", f"max_iters={args.steps}", "optim_type=AdamW", "weight_decay=0",
+        f"accumulate_grad_batches={args.accumulate}",
         "scheduler=constant", "num_warn_up=0", "clip_grad_norm=1.0", f"lora={{r: {r}, alpha: {2 * r}, dropout: 0, "
         f"target_modules: [all-linear]}}", f"seed={args.seed}", "progress=false", "loggers=[]", "log_freq=1000",
         "num_workers=0", "generate.count=0"])
@@ -102,13 +106,18 @@ def basetrainer_side(args):
     from basetrainer.tasks.text.trainer import TextTrainer
 
     class StepRecorder(Callback):
+        """Each optimizer step's loss (the mean of its window's batches' losses) and the time it ended."""
+
         def __init__(self):
             super().__init__()
-            self.losses, self.ends = [], []
+            self.losses, self.ends, self.window = [], [], []
 
         def on_batch_end(self, batch, logs=None):
-            self.losses.append(float(self.state.loss))
-            self.ends.append(time.perf_counter())
+            self.window.append(float(self.state.loss))
+            if not self.state.accumulating:
+                self.losses.append(sum(self.window) / len(self.window))
+                self.ends.append(time.perf_counter())
+                self.window = []
 
     recorder = StepRecorder()
 
@@ -157,6 +166,7 @@ def hf_side(args):
 
     arguments = transformers.TrainingArguments(
         output_dir=os.path.join(args.out, "hf_run"), per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.accumulate,
         max_steps=args.steps, learning_rate=args.lr, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
         adam_epsilon=1e-8, max_grad_norm=1.0, lr_scheduler_type="constant", warmup_steps=0, logging_steps=1,
         logging_strategy="steps", save_strategy="no", eval_strategy="no", report_to=[], seed=args.seed,
@@ -177,7 +187,8 @@ def write_side(args, side: str, losses, ends):
 
 def report(pairs, args):
     ours, theirs = pairs[-1]["basetrainer"], pairs[-1]["hf"]
-    print(f"tiny Llama-like model, LoRA r {args.lora_r} on every linear layer, batch {args.batch_size}, "
+    print(f"tiny Llama-like model, LoRA r {args.lora_r} on every linear layer, batch {args.batch_size} x "
+          f"{args.accumulate} accumulated, "
           f"max_seq_len {args.max_seq_len}, AdamW lr {args.lr:g} constant, clip 1.0, {args.steps} steps, float32 "
           f"CPU, {args.threads} thread(s)")
     ratios = [pair["basetrainer"]["step_s"] / pair["hf"]["step_s"] for pair in pairs]

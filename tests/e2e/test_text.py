@@ -217,7 +217,8 @@ def test_lr_find_and_batch_find_probe_the_text_task(tiny_text_models, tmp_path):
     lr_find = run_python(["-m", "basetrainer", "lr-find", *quick(tiny_text_models, tmp_path / "work", "llama"),
                           "lora.r=4", "--num_steps", "6"], timeout=300)
     assert lr_find.returncode == 0, lr_find.stderr[-3000:]
-    assert re.fullmatch(r"lr=[\d.e+-]+", lr_find.stdout.strip().splitlines()[-1])
+    assert "lr range test: 6 of 6 steps from lr 1e-07 to 10;" in lr_find.stdout  # a suggestion, or why there is none
+    assert (tmp_path / "work" / "lr_find" / "lr_find.csv").is_file()
     batch_find = run_python(["-m", "basetrainer", "batch-find", *quick(tiny_text_models, tmp_path / "work", "llama"),
                              "--max_memory", "256", "--first_size", "2", "--max_trials", "2", "--steps", "1"],
                             timeout=300)

@@ -37,7 +37,7 @@ from .config import check_task_config, parse_config
 from .encoding import Collator
 from .generation import COMPLETIONS_FILE, Completions
 from .hub import check_model_source
-from .losses import token_losses, training_loss
+from .losses import WindowTokens, learnt_tokens, token_losses, training_loss
 from .pretrained import load_model, load_tokenizer, parameter_counts
 from .recorders import TokenLossRecorder, TokenThroughput
 from .save import FINAL_FOLDER, SavePretrained
@@ -75,8 +75,12 @@ class TextTrainer(EngineTrainer):
         self.encoder = data.build_encoder(records, self.tokenizer, cfg, "train_data", labels=labels)
         samples = data.encode(records, self.encoder, packing=cfg.packing and not self.classifier,
                               max_samples=cfg.max_samples, key="train_data")
-        return self.build_dataloader(samples, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
-                                     collate_fn=Collator(self.tokenizer.pad_token_id))
+        loader = self.build_dataloader(samples, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
+                                       collate_fn=Collator(self.tokenizer.pad_token_id))
+        # replica groups deal the batches as the groups alive stand: no order to read ahead
+        ahead = not self.classifier and self.replica_groups is None
+        self.window_tokens = WindowTokens(loader, learnt_tokens(samples)) if ahead else None
+        return loader
 
     def build_test_loader(self, cfg, **kwargs):
         self.test_records = None
@@ -164,13 +168,21 @@ class TextTrainer(EngineTrainer):
             loss = total / count
         else:
             total, count = token_losses(logits, labels)
-            loss = training_loss(total, count) if self.model.training else total / count.clamp(min=1)
+            loss = self._training_loss(total, count) if self.model.training else total / count.clamp(min=1)
         if self.model.training:
             return None, loss
         outputs = {"loss_sum": total.detach(), "tokens": count}
         if self.classifier:
             outputs["correct"] = (logits.argmax(-1) == labels).sum()
         return outputs, loss
+
+    def _training_loss(self, total, count):
+        """The batch's loss over the tokens of its whole step (see :mod:`~basetrainer.tasks.text.losses`)."""
+        state = self.state
+        _, window = state.accumulation_window(state.batch)
+        first = state.batch // state.accumulate_grad_batches * state.accumulate_grad_batches
+        tokens = self.window_tokens.of(state.epoch, first, window) if self.window_tokens is not None else None
+        return training_loss(total, count, tokens, window)
 
     # ------------------------------------------------------------------ start-up lines
     def _data_line(self):
