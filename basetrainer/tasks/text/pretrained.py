@@ -72,7 +72,7 @@ def load_model(cfg, tokenizer, labels=None):
         auto = transformers.AutoModelForCausalLM
     try:
         model = auto.from_pretrained(os.path.expanduser(cfg.model), **options)
-    except (ValueError, KeyError) as error:  # a model of no architecture this head has
+    except (ValueError, KeyError, ImportError) as error:  # no such architecture for this head, a missing kernel
         raise ConfigError(f"model {cfg.model}: {str(error).splitlines()[0]}") from None
     model.config.pad_token_id = tokenizer.pad_token_id
     # No key/value cache in the training and evaluation forwards: none is read, and a layer recomputed in backward
