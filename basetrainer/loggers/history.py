@@ -31,8 +31,10 @@ class HistoryLogger(Logger):
         >>> from basetrainer.loggers import HistoryLogger
         >>> history = HistoryLogger(tempfile.mkdtemp())
         >>> history.start([], resumed=False, step=0)
-        >>> history.log_epoch({"epoch": 1, "lr": 0.1, "train": {"loss": 0.9}, "test": {"Acc": 80.0}}, step=99)
-        >>> history.log_epoch({"epoch": 2, "lr": 0.1, "train": {"loss": 0.4}, "test": {"Acc": 91.5}}, step=199)
+        >>> history.log_epoch({"epoch": 1, "lr": 0.1, "train": {"loss": 0.9}, "test": {"Acc": 80.0}},
+        ...                   step=99)
+        >>> history.log_epoch({"epoch": 2, "lr": 0.1, "train": {"loss": 0.4}, "test": {"Acc": 91.5}},
+        ...                   step=199)
         >>> print(open(history.csv_path).read(), end="")
         epoch,lr,train_loss,test_Acc
         1,0.1,0.9,80.0

@@ -4,7 +4,8 @@
 
     python examples/example.py                         # the handwritten digits, written on first use
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
-    basetrainer train --distributed --gpu_id 0 1       # 2 processes (2 GPUs, or 2 CPU processes with gloo)
+    # 2 processes (2 GPUs, or 2 CPU processes with gloo):
+    basetrainer train --distributed --gpu_id 0 1
     basetrainer train lr=0.05 milestones=[8,12]        # any config key as key=value
 
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command

@@ -3,10 +3,11 @@
 
 ::
 
-    python examples/detection.py                           # digits on 64x64 canvases, generated on first use
+    python examples/detection.py    # digits on 64x64 canvases, generated on first use
     basetrainer train --task detection --train_images D/images --train_annotations D/instances.json \\
         --test_images V/images --test_annotations V/instances.json
-    basetrainer train --task detection --distributed --gpu_id 0 1   # 2 processes (2 GPUs, or 2 CPU processes)
+    # 2 processes (2 GPUs, or 2 CPU processes):
+    basetrainer train --task detection --distributed --gpu_id 0 1
 
 A run writes to ``work_dir`` what the classification task's does (``config.yaml``, ``model/``,
 ``log/``), with the test mAP in the log, the history and the trackers, the best models chosen by
