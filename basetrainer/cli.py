@@ -18,8 +18,9 @@
         --out p.csv
     basetrainer export work_dirs/classification/model/last --out weights.pth
     basetrainer export work_dirs/detection/model/model_final.pth --out detector.onnx
-    basetrainer train --task text lora.r=8     # fine-tune a transformer (a local folder or a hub name), LoRA
-    basetrainer export work_dirs/text/model/model_final --out merged/   # the adapter merged: save_pretrained
+    # fine-tune a pretrained transformer (a local folder or a hub name) with LoRA:
+    basetrainer train --task text lora.r=8
+    basetrainer export work_dirs/text/model/model_final --out merged/   # the adapter merged
 
 ``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
 ``examples/example.py``, with the same flags and config keys (with ``--task detection``,

@@ -24,9 +24,9 @@ def get_parser(prog=None):
                     "With no model and data given, a tiny Llama-like model is written to data/text/tiny-llama and\n"
                     "fine-tuned on the bundled instructions: nothing is fetched.",
         examples=["lora.r=8 lr=0.003 --num_epochs 3",
-                  "--model Qwen/Qwen2.5-0.5B --train_data train.jsonl --test_data test.jsonl lora.r=16 amp=bf16",
-                  "--task_type sequence_classification --train_data reviews.csv --test_data \"\"",
-                  "--distributed --gpu_id 0 1 strategy=fsdp lora.r=8    # without CUDA: 2 CPU processes (gloo)"],
+                  "--model Qwen/Qwen2.5-0.5B --train_data train.jsonl lora.r=16 amp=bf16",
+                  "--task_type sequence_classification --train_data reviews.csv",
+                  "--distributed --gpu_id 0 1 strategy=fsdp lora.r=8    # 2 GPUs, 2 CPUs"],
     )
 
 

@@ -3,9 +3,9 @@
 
 ::
 
-    python examples/finetune_text.py                       # a tiny Llama-like model on the bundled data, offline
+    python examples/finetune_text.py       # a tiny Llama-like model on the bundled data, offline
     basetrainer train --task text --model Qwen/Qwen2.5-0.5B --train_data data.jsonl lora.r=16 amp=bf16
-    basetrainer train --task text --distributed --gpu_id 0 1 strategy=fsdp   # FSDP2 over the decoder layers
+    basetrainer train --task text --distributed --gpu_id 0 1 strategy=fsdp   # FSDP2, decoder layers
 
 A run writes to ``work_dir`` what the other tasks' do (``config.yaml``, ``model/`` with ``last.pth`` to resume
 from, ``log/``) and ``model/model_final/``, a ``save_pretrained`` folder (:mod:`~basetrainer.tasks.text.save`); the log shows the
