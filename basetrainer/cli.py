@@ -77,6 +77,7 @@ TOOLS = {
 # The module of each task's parser (TASKS, in basetrainer.tasks, names what ``basetrainer train --task NAME`` runs).
 TASK_PARSERS = {"classification": "basetrainer.tasks.classification_config", "detection": "basetrainer.tasks.detection.config",
                 "text": "basetrainer.tasks.text.config"}
+PREDICT_TASKS = ("classification", "detection")  # the tasks basetrainer predict runs the models of
 TOOL_MODULES = {"lr-find": "basetrainer.tuning.lr_find_command", "batch-find": "basetrainer.tuning.batch_find_command",
                 "study": "basetrainer.study.command"}
 
@@ -130,7 +131,7 @@ def get_parser():
                "      --data photos/ --out p.csv\n"
                "  %(prog)s --checkpoint work_dirs/classification/model/last.pth \\\n"
                "      --data data/digits/val --out p.csv --topk 3")
-    predict.add_argument("--task", choices=tuple(TASKS), default="classification",
+    predict.add_argument("--task", choices=PREDICT_TASKS, default="classification",
                          help="detection: a detector's boxes on the images of a COCO annotation file, with flags of its "
                               "own (basetrainer predict --task detection --help)")
     predict.add_argument("--checkpoint", required=True,
@@ -328,6 +329,9 @@ def main(argv=None):
         return importlib.import_module(TOOL_MODULES[argv[0]]).main(argv[1:], prog=f"basetrainer {argv[0]}")
     if argv and argv[0] == "predict":
         task, arguments = train_task(argv[1:])
+        if task not in PREDICT_TASKS:
+            exit_with(ConfigError(f"--task {task}: basetrainer predict takes {' or '.join(PREDICT_TASKS)}; a text "
+                                  f"run's model_final/ is a save_pretrained folder: generate with transformers"))
         if task == "detection":  # its own flags: the images and annotation file of COCO data, a results file
             from .tasks.detection.predict import main as predict_detections
 
