@@ -10,10 +10,12 @@ tokens before ``t`` (the shift is the loss's, :mod:`~basetrainer.tasks.text.loss
 - ``prompt_completion``: the prompt as the tokenizer encodes a text (a start token where the model has one),
   the completion after it and the end token; with ``completion_only_loss`` only the completion and the end
   token are learnt;
-- ``chat``: ``messages`` (``[{role, content}, ...]``, the last one the assistant's), or a prompt and its
-  completion as a user's message and the assistant's reply, through the chat template: the conversation before
-  the last message with the assistant's turn opened is the prompt, the rest the completion (the template's own
-  end of turn ends it).
+- ``chat``: ``messages`` (``[{role, content}, ...]``), or a prompt and its completion as a user's message and
+  the assistant's reply, through the chat template: every assistant reply is learnt, from where the template
+  opened the assistant's turn to the end of the reply (the template's own end of turn included), as TRL's
+  ``assistant_only_loss``; the system and user turns are not (``completion_only_loss: false``: all of it is).
+  A reply is found as what the template writes for the conversation up to it beyond what it writes for the
+  conversation before it with the assistant's turn opened.
 """
 from ...errors import DataError
 
@@ -56,27 +58,54 @@ class Encoder:
         if self.format == "text":
             ids = self._tokens(record[self.fields["text"]], special=True) + self.end
             return self._truncated(ids, list(ids))
+        if self.format == "chat":
+            return self.conversation(self.messages(record))
         prompt, completion = self.prompt_and_completion(record)
-        prompt_ids = self._tokens(prompt, special=self.format != "chat")  # a template writes its own start
-        completion_ids = self._tokens(completion, special=False) + (self.end if self.format != "chat" else [])
+        prompt_ids = self._tokens(prompt, special=True)
+        completion_ids = self._tokens(completion, special=False) + self.end
         masked = [IGNORE] * len(prompt_ids) if self.completion_only_loss else list(prompt_ids)
         return self._truncated(prompt_ids + completion_ids, masked + completion_ids)
 
+    def messages(self, record: dict) -> list:
+        """A chat record's messages: its own, or its prompt and completion as a user's message and the reply."""
+        if self.fields["messages"] in record:
+            return list(record[self.fields["messages"]])
+        return [{"role": "user", "content": str(record[self.fields["prompt"]])},
+                {"role": "assistant", "content": str(record[self.fields["completion"]]).strip()}]
+
+    def conversation(self, messages: list) -> dict:
+        """The tokens of a whole conversation, every assistant reply learnt (see the module docstring)."""
+        template = self.tokenizer.apply_chat_template
+        whole = template(messages, tokenize=False)
+        replies = []
+        for index, message in enumerate(messages):
+            if message.get("role") != "assistant":
+                continue
+            before = self.chat_prompt(messages[:index])
+            upto = template(messages[:index + 1], tokenize=False)
+            if not (upto.startswith(before) and whole.startswith(upto)):
+                raise DataError("the chat template writes a conversation's start differently once more messages "
+                                "follow, so the replies cannot be told apart; use another chat_template")
+            replies.append((len(before), len(upto)))
+        if not replies:
+            raise DataError("a chat record without an assistant's message has nothing to learn")
+        encoded = self.tokenizer(whole, add_special_tokens=False, return_offsets_mapping=True)
+        ids = encoded["input_ids"]
+        learnt = [not self.completion_only_loss or any(start <= first < end for start, end in replies)
+                  for first, _ in encoded["offset_mapping"]]
+        return self._truncated(ids, [token if keep else IGNORE for token, keep in zip(ids, learnt)])
+
     def prompt_and_completion(self, record: dict) -> tuple:
-        """The prompt text and the completion text of a ``prompt_completion`` or ``chat`` record."""
+        """The prompt text and the completion text of a ``prompt_completion`` record, or of a ``chat`` record's
+        last reply (the conversation before it with the assistant's turn opened, and the reply)."""
         if self.format == "prompt_completion":
             return str(record[self.fields["prompt"]]), str(record[self.fields["completion"]])
-        messages = list(record[self.fields["messages"]]) if self.fields["messages"] in record else [
-            {"role": "user", "content": str(record[self.fields["prompt"]])},
-            {"role": "assistant", "content": str(record[self.fields["completion"]]).strip()}]
-        if not messages or messages[-1].get("role") != "assistant":
-            raise DataError("a chat record's last message must be the assistant's (the completion learnt)")
-        prompt = self.chat_prompt(messages[:-1])
-        whole = self.tokenizer.apply_chat_template(messages, tokenize=False)
-        if not whole.startswith(prompt):
-            raise DataError("the chat template writes the conversation differently with and without the last "
-                            "message, so the prompt cannot be told from the completion; use another chat_template")
-        return prompt, whole[len(prompt):]
+        messages = self.messages(record)
+        last = max((i for i, message in enumerate(messages) if message.get("role") == "assistant"), default=None)
+        if last is None:
+            raise DataError("a chat record without an assistant's message has nothing to learn")
+        prompt = self.chat_prompt(messages[:last])
+        return prompt, self.tokenizer.apply_chat_template(messages[:last + 1], tokenize=False)[len(prompt):]
 
     def chat_prompt(self, messages) -> str:
         """The chat template's text of ``messages`` with the assistant's turn opened."""

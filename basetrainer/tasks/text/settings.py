@@ -64,7 +64,8 @@ TEXT_ONLY = Schema([
             "concatenate the samples and cut them into blocks of max_seq_len tokens (no padding; attention "
             "crosses samples within a block)", group="data", flag={}),
     Setting("completion_only_loss", Boolean(), True,
-            "prompt_completion and chat data: learn the completion only (the prompt's tokens take no loss)",
+            "prompt_completion data: learn the completion only (the prompt's tokens take no loss); chat data: "
+            "learn the assistant's replies only",
             group="data"),
     Setting("max_samples", Integer(minimum=1), None, "read at most this many records of each dataset (null: all)",
             nullable=True, group="data"),

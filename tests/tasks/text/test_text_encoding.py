@@ -47,16 +47,17 @@ def test_a_chat_record_learns_the_assistants_reply_after_the_template_opened_its
                                                             "<|im_start|>assistant\n")
 
 
-def test_a_conversation_learns_its_last_reply_only(tokenizers):
-    tokenizer = tokenizers["llama"]
+@pytest.mark.parametrize("architecture", ["llama", "gpt2"])
+def test_a_conversation_learns_every_assistant_reply_and_no_other_turn(tokenizers, architecture):
+    tokenizer = tokenizers[architecture]
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Greet Ann."},
                 {"role": "assistant", "content": "Hello, Ann!"}, {"role": "user", "content": "Greet Bob."},
                 {"role": "assistant", "content": "Hello, Bob!"}]
     sample = encoder(tokenizer, "chat", max_seq_len=256)({"messages": messages})
-    learnt = tokenizer.decode([token for token, label in zip(sample["input_ids"], sample["labels"]) if label != IGNORE])
-    assert learnt == "Hello, Bob!<|im_end|>\n"
-    assert tokenizer.decode(sample["input_ids"]).count("<|im_start|>") == 5
-    with pytest.raises(DataError, match="last message must be the assistant's"):
+    learnt = [token for token, label in zip(sample["input_ids"], sample["labels"]) if label != IGNORE]
+    assert tokenizer.decode(learnt) == "Hello, Ann!<|im_end|>\nHello, Bob!<|im_end|>\n"
+    assert tokenizer.decode(sample["input_ids"]) == tokenizer.apply_chat_template(messages, tokenize=False)
+    with pytest.raises(DataError, match="without an assistant's message has nothing to learn"):
         encoder(tokenizer, "chat")({"messages": messages[:2]})
 
 
