@@ -89,7 +89,11 @@ class Encoder:
             replies.append((len(before), len(upto)))
         if not replies:
             raise DataError("a chat record without an assistant's message has nothing to learn")
-        encoded = self.tokenizer(whole, add_special_tokens=False, return_offsets_mapping=True)
+        try:
+            encoded = self.tokenizer(whole, add_special_tokens=False, return_offsets_mapping=True)
+        except NotImplementedError:  # a Python tokenizer: no character offsets to find the replies by
+            raise DataError("chat data needs a fast tokenizer (one with tokenizer.json): save the tokenizer with "
+                            "tokenizers, or give prompt and completion fields with format: prompt_completion") from None
         ids = encoded["input_ids"]
         learnt = [not self.completion_only_loss or any(start <= first < end for start, end in replies)
                   for first, _ in encoded["offset_mapping"]]
