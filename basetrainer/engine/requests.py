@@ -20,6 +20,10 @@ class TrainerRequests:
     """Mixed into :class:`~basetrainer.engine.trainer.EngineTrainer`: ``request_stop``, the checkpoint
     requests, ``state_dict``/``load_state_dict``, the resume, and the loaders a recorder asks about."""
 
+    # False: training checkpoints leave out the parameters that do not train (requires_grad false, a LoRA run's
+    # base model), which the model build_model makes again holds when the run resumes; exported weights are whole.
+    checkpoint_frozen_weights = True
+
     def request_stop(self) -> None:
         """Ends training after the current batch; the epoch's evaluation and end events still run."""
         self.state.stop_requested = True
@@ -81,7 +85,8 @@ class TrainerRequests:
         def reseed():  # another number of processes wrote the streams: each rank starts its own afresh
             seed_everything(self.seed + self.rank + 7919 * state.start_epoch)
 
-        self.checkpoints.track(parts.ModelAndOptimizer(self.strategy, self.model, self.optimizer), {
+        self.checkpoints.track(parts.ModelAndOptimizer(self.strategy, self.model, self.optimizer,
+                                                       frozen_weights=self.checkpoint_frozen_weights), {
             "scaler": parts.ScalerState(self.scaler),
             "callbacks": parts.CallbackStates(self.callbacks),
             "run": state,

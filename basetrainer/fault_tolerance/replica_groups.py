@@ -262,8 +262,12 @@ class ReplicaGroups:
 
     # ------------------------------------------------------------------ the epoch's position
     def start_epoch(self, epoch: int) -> None:
+        """A new epoch's order starts unread. A DiLoCo unit under way goes on into it (its steps count towards the
+        sync), but the samples it read of the epoch before are that epoch's: they do not move the new one's position
+        (they did, and a sync period longer than an epoch left every later epoch empty), and a dropped unit reads
+        again only what it read of this one."""
         if epoch != self.epoch:
-            self.epoch, self.samples_committed = epoch, 0
+            self.epoch, self.samples_committed, self.samples_pending = epoch, 0, 0
 
     @property
     def position(self) -> int:
