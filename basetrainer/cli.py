@@ -23,13 +23,12 @@
     basetrainer export work_dirs/text/model/model_final --out merged/   # the adapter merged
     basetrainer shards --image-folder D/train --out shards/train   # then train_data=shards/train
 
-``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
-``examples/example.py``, with the same flags and config keys (with ``--task detection``,
-:mod:`basetrainer.tasks.detection`, the pipeline of ``examples/detection.py``); ``lr-find`` and ``batch-find``
-probe its trainer with them (:mod:`basetrainer.tuning`). ``export`` writes a
-classifier that ``train`` saved as an ONNX, TorchScript or torch.export file (a detector as ONNX,
-:mod:`basetrainer.tasks.detection.export`), checks it
-against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
+``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of ``examples/example.py``, with the same
+flags and config keys (with ``--task detection``, :mod:`basetrainer.tasks.detection`, the pipeline of
+``examples/detection.py``); ``lr-find`` and ``batch-find`` probe its trainer with them (:mod:`basetrainer.tuning`);
+``shards`` writes data as shards (:mod:`basetrainer.tasks.shards`). ``export`` writes a classifier that ``train``
+saved as an ONNX, TorchScript or torch.export file (a detector as ONNX, :mod:`basetrainer.tasks.detection.export`),
+checks it against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
 ``--out *.pth`` (``--format pth``) it writes the weights as one plain state_dict, also from a
 sharded checkpoint directory (FSDP), for any model. Without ``--format``, ``--out``'s suffix
 says which (``.pth``, ``.ts``, ``.pt2``; ONNX otherwise). From a ``save_pretrained`` folder (a text run's
@@ -67,15 +66,13 @@ EXPORT_SETTINGS = Schema([
 ])
 
 
-# Commands that run a trainer several times and parse their own flags (``basetrainer lr-find --help``):
-# name -> (module, what it does).
+# Commands that parse their own flags (``basetrainer lr-find --help``), name -> what it does (TOOL_MODULES: its module).
 TOOLS = {
     "lr-find": "the learning-rate range test: loss against lr, and a suggested lr= (basetrainer lr-find --help)",
     "batch-find": "the largest batch per process that fits, and where throughput stops growing "
                   "(basetrainer batch-find --help)",
     "study": "one run per batch size, lr scaled, with the time to a target accuracy (basetrainer study --help)",
-    "shards": "write an image folder, COCO data or a dataset of one's own as shards to stream from a folder or "
-              "object storage (basetrainer shards --help)",
+    "shards": "write data as shards to stream from a folder or object storage (basetrainer shards --help)",
 }
 # The module of each task's parser (TASKS, in basetrainer.tasks, names what ``basetrainer train --task NAME`` runs).
 TASK_PARSERS = {"classification": "basetrainer.tasks.classification_config", "detection": "basetrainer.tasks.detection.config",
@@ -346,8 +343,7 @@ def main(argv=None):
         return export(args)
     if args.command == "predict":
         return predict(args)
-    parser.error("give a command: train, lr-find, batch-find, study, shards, export or predict "
-                 "(e.g. basetrainer train --help)")
+    parser.error("give a command: train, lr-find, batch-find, study, shards, export or predict (e.g. train --help)")
 
 
 if __name__ == "__main__":
