@@ -343,7 +343,7 @@ def main(argv=None):
         return export(args)
     if args.command == "predict":
         return predict(args)
-    parser.error("give a command: train, lr-find, batch-find, study, shards, export, predict (basetrainer train --help)")
+    parser.error(f"give a command: train, {', '.join(TOOLS)}, export or predict (basetrainer train --help)")
 
 
 if __name__ == "__main__":
