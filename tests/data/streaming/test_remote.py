@@ -142,7 +142,9 @@ def test_a_cache_folder_on_a_full_disk_is_one_line_naming_the_folder_and_the_sha
     url = server.upload(shards, "data", "full")
     disk = tmp_path / "small_disk"
     disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], check=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:  # root without the right to mount (a container without CAP_SYS_ADMIN)
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         message = _first_error(open_shards(url, cache=disk))
     finally:
