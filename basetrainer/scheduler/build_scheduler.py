@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
+from ..distributed import comm
 from ..engine.events import HIGHEST, Callback
 from ..errors import ConfigError
 from ..utils.log import get_logger
@@ -82,7 +83,18 @@ class LRSchedulerCallback(Callback):
         """The global iteration whose lr the optimizer holds now."""
         return self.scheduler.last_epoch
 
+    description = None  # what get_scheduler built (describe_schedule): logged when training begins
+
     def on_train_begin(self, logs: Optional[dict] = None):
+        said = self.description
+        if said is not None and comm.is_main_process():
+            logger.info("lr schedule: %s | %.0f%% of the run at half the set lr or more", said["settings"],
+                        100 * said["near"])
+            if said["near"] < NEAR_SET_LR:
+                logger.warning("the lr schedule (%s) keeps the lr at half its set value or more for only %.0f%% of "
+                               "the run: num_warn_up and %s leave little training at the set lr; check them against "
+                               "the run's length (they count %s)", said["settings"], 100 * said["near"],
+                               said["decay"], said["unit"])
         position = self._position(self.state.start_epoch, self.state.start_batch) if self.state else None
         if position is not None and position != self.scheduler.last_epoch:  # a resume on another layout
             self._go_to(position)
@@ -246,28 +258,26 @@ def get_scheduler(
         main = schedules.constant()
 
     factor = schedules.with_linear_warmup(main, round(num_warn_up * num_steps), warmup_start_factor)
-    say_schedule(name, factor, total, num_steps, unit, num_warn_up, milestones if name == "multi-step" else None)
-    return LRSchedulerCallback(optimizer, factor, lr_init, num_steps=num_steps, per_optimizer_step=max_iters is not None)
+    callback = LRSchedulerCallback(optimizer, factor, lr_init, num_steps=num_steps,
+                                   per_optimizer_step=max_iters is not None)
+    callback.description = describe_schedule(name, factor, total, num_steps, unit, num_warn_up,
+                                             milestones if name == "multi-step" else None)
+    return callback
 
 
-def say_schedule(name, factor, total, num_steps, unit, num_warn_up, milestones) -> None:
-    """Logs what the schedule does, in the units its settings were read in (epochs, or steps under ``max_iters``),
-    and warns when it leaves the run little time near the set lr: under :data:`NEAR_SET_LR` of its iterations at
-    half the set value or more (a multi-step schedule whose milestones came early, a long warm-up into a decay)."""
+def describe_schedule(name, factor, total, num_steps, unit, num_warn_up, milestones) -> dict:
+    """What the schedule does, in the units its settings were read in (epochs, or steps under ``max_iters``), and
+    the share of its iterations at half the set lr or more, for the lines the callback logs when training begins
+    (a warning under :data:`NEAR_SET_LR`: a multi-step schedule whose milestones came early, a long warm-up into a
+    decay)."""
     per_unit = f" of {num_steps} batches" if unit == "epochs" else ""
     parts = [f"{name} over {total // max(num_steps, 1)} {unit}{per_unit}"]
     if num_warn_up:
         parts.append(f"warm-up {num_warn_up:g} {unit}")
     if milestones:
         parts.append(f"lr x gamma at {unit} {', '.join(f'{m:g}' for m in sorted(milestones))}")
-    near = _share_near_set_lr(factor, total)
-    parts.append(f"{100 * near:.0f}% of the run at half the set lr or more")
-    logger.info("lr schedule: %s", " | ".join(parts))
-    if near < NEAR_SET_LR:
-        logger.warning("the lr schedule (%s) keeps the lr at half its set value or more for only %.0f%% of the run: "
-                       "num_warn_up and %s leave little training at the set lr; check them against the run's "
-                       "length (they count %s)", " | ".join(parts[:-1]), 100 * near,
-                       "milestones" if milestones else "the decay", unit)
+    return {"settings": " | ".join(parts), "near": _share_near_set_lr(factor, total), "unit": unit,
+            "decay": "milestones" if milestones else "the decay"}
 
 
 def _share_near_set_lr(factor, total: int, samples: int = 2000) -> float:

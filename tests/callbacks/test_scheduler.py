@@ -264,7 +264,7 @@ def test_a_warm_up_longer_than_training_is_cut_to_the_run_with_a_warning(caplog)
 def test_a_warm_up_into_a_decay_that_leaves_little_time_at_the_set_lr_is_warned_about(caplog):
     # The detection task for 1 epoch with a 1-epoch warm-up: the lr rises into a cosine already at its end.
     with caplog.at_level("WARNING", logger="basetrainer"):
-        get_scheduler("cosine", make_optimizer(), LR, 1, STEPS, num_warn_up=1)
+        get_scheduler("cosine", make_optimizer(), LR, 1, STEPS, num_warn_up=1).on_train_begin({})
     assert [r.getMessage() for r in caplog.records] == [
         "the lr schedule (cosine over 1 epochs of 5 batches | warm-up 1 epochs) keeps the lr at half its set value "
         "or more for only 0% of the run: num_warn_up and the decay leave little training at the set lr; check them "
@@ -289,7 +289,7 @@ def test_auto_warm_up_and_milestones_are_the_same_share_of_a_run_in_epochs_or_st
 
 def test_the_default_cosine_schedule_warns_of_nothing(caplog):
     with caplog.at_level("WARNING", logger="basetrainer"):
-        get_scheduler("cosine", make_optimizer(), LR, 12, 22, num_warn_up=1)
+        get_scheduler("cosine", make_optimizer(), LR, 12, 22, num_warn_up=1).on_train_begin({})
     assert not caplog.records
 
 

@@ -51,7 +51,7 @@ def trained(tmp_path_factory):
 
 def base_flags(data, work, *extra):
     return ["--train_data", str(data / "train"), "--test_data", str(data / "val"), "--input_size", "16", "16",
-            "--batch_size", "4", "--num_epochs", "1", "--num_workers", "0", "--no-progress",
+            "--batch_size", "4", "--num_epochs", "1", "--num_warn_up", "1", "--num_workers", "0", "--no-progress",
             "--work_dir", str(work), *extra]
 
 
