@@ -17,11 +17,11 @@ from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
 
 
-def start_run(trainer, cfg, *, train_from, test_from, model_note=""):
+def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_note=""):
     """Sets up ``trainer`` (an ``EngineTrainer`` past its ``__init__``): its loader workers, ``model_dir``,
     ``log_dir`` and logger, then builds it; rank 0 makes the folders and saves the resolved config, and the log
-    opens with three lines: the run, the data (read from ``train_from`` and ``test_from``), the model (with
-    ``model_note`` after its input size) and the run's length."""
+    opens with three lines: the run, the data (read from ``train_from`` and ``test_from``; ``data_note`` at its
+    end), the model (with ``model_note`` after its input size) and the run's length."""
     # Loader workers per process for both loaders: num_workers, or what "auto" means on this device.
     trainer.num_workers, trainer.num_workers_reason = resolve_num_workers(cfg.num_workers, trainer.device)
     trainer.model_dir = os.path.join(cfg.work_dir, "model")
@@ -38,8 +38,9 @@ def start_run(trainer, cfg, *, train_from, test_from, model_note=""):
     trainer.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",
                         __version__, cfg.work_dir, cfg.config_file, trainer.device, trainer.world_size)
     trainer.logger.info("data: %d train images in %s, %d test images in %s, %d classes | %d loader workers per "
-                        "process (%s)", trainer.train_num, train_from, trainer.test_num, test_from,
-                        cfg.num_classes, trainer.num_workers, trainer.num_workers_reason)
+                        "process (%s)%s", trainer.train_num, train_from, trainer.test_num, test_from,
+                        cfg.num_classes, trainer.num_workers, trainer.num_workers_reason,
+                        f" | {data_note}" if data_note else "")
     length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
         f" of batches of {cfg.batch_size} ({trainer.num_batches} per epoch)"
     trainer.logger.info("model: %s, %.2fM parameters, input %s%s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
