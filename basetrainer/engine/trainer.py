@@ -344,7 +344,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         return torch.autocast(device_type=self.device.type, dtype=self.options.amp)
 
     def _builtin_callbacks(self):
-        builtins = [ProgressBar()] if self.options.progress else []
+        builtins = [cb for cb in (ProgressBar() if self.options.progress else None, self.thread_count) if cb]
         if self.options.profile_steps:
             builtins.append(Profiler(self.options.profile_steps, profile_dir(self.options.work_dir)))
         return builtins

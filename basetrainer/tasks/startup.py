@@ -35,8 +35,9 @@ def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_note="
         create_dir(trainer.log_dir)
         save_config(cfg, os.path.join(cfg.work_dir, "config.yaml"))
     num_params = sum(p.numel() for p in trainer.model.parameters())
-    trainer.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",
-                        __version__, cfg.work_dir, cfg.config_file, trainer.device, trainer.world_size)
+    trainer.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es) | %d thread%s per "
+                        "process (%s)", __version__, cfg.work_dir, cfg.config_file, trainer.device, trainer.world_size,
+                        trainer.threads, "" if trainer.threads == 1 else "s", trainer.threads_reason)
     trainer.logger.info("data: %d train images in %s, %d test images in %s, %d classes | %d loader workers per "
                         "process (%s)%s", trainer.train_num, train_from, trainer.test_num, test_from,
                         cfg.num_classes, trainer.num_workers, trainer.num_workers_reason,
