@@ -18,6 +18,7 @@ others are written (``per_class``); its bytes depend on Pillow's resampling and 
 Pillow. The tree appears complete or not at all, with a manifest (:mod:`basetrainer.data.trees`).
 """
 import argparse
+import multiprocessing
 import os
 import shutil
 
@@ -37,15 +38,18 @@ ASPECTS = ((4, 3), (3, 2), (5, 4), (1, 1))
 GRAIN = 0.45  # the share of full-resolution noise in the background: what makes the files as large as photos'
 
 
-def write_photo_digits(root, seed=0, per_class=None, quality=90, size_factor=1.0, val_fraction=0.2):
+def write_photo_digits(root, seed=0, per_class=None, quality=90, size_factor=1.0, val_fraction=0.2, repeats=1,
+                       processes=1):
     """Writes the pictures under ``root`` as ``train/<digit>/<row>.jpg`` and ``val/<digit>/<row>.jpg``; returns
-    ``root``. ``per_class``: at most that many pictures of each digit in each split (None: all 1,797 digits);
-    ``size_factor`` scales every picture's sides (tests write small ones). Does nothing when ``root`` holds a
-    complete tree written with the same settings; rewrites a tree of its own that is incomplete or differs;
-    refuses (DataError) a non-empty ``root`` that it did not write."""
+    ``root``. ``per_class``: at most that many digits of each class in each split (None: all 1,797 digits);
+    ``size_factor`` scales every picture's sides (tests write small ones); ``repeats``: each digit drawn that many
+    times on other backgrounds (``<row>_<k>.jpg`` for the k-th after the first), a larger set for benchmarks;
+    ``processes``: drawn by that many processes. Does nothing when ``root`` holds a complete tree written with the
+    same settings; rewrites a tree of its own that is incomplete or differs; refuses (DataError) a non-empty
+    ``root`` that it did not write."""
     root = os.fspath(root)
     settings = {"seed": int(seed), "per_class": per_class, "quality": int(quality),
-                "size_factor": float(size_factor), "val_fraction": float(val_fraction)}
+                "size_factor": float(size_factor), "val_fraction": float(val_fraction), "repeats": int(repeats)}
     if trees.is_complete(root, MANIFEST, SUFFIX, settings):
         return root
     if os.path.exists(root) and not trees.replaceable(root, MANIFEST):
@@ -55,20 +59,25 @@ def write_photo_digits(root, seed=0, per_class=None, quality=90, size_factor=1.0
     splits = dict(zip(SPLITS, split_indices(labels, val_fraction, seed)))
     partial = trees.partial_folder(root)
     try:
-        counts, sizes = {}, []
+        counts, jobs = {}, []
         for split, rows in splits.items():
             counts[split] = {name: 0 for name in CLASSES}
             for name in CLASSES:
                 os.makedirs(os.path.join(partial, split, name))
             for row in rows:
                 name = CLASSES[labels[row]]
-                if per_class is not None and counts[split][name] >= per_class:
+                if per_class is not None and counts[split][name] >= per_class * repeats:
                     continue
-                path = os.path.join(partial, split, name, f"{row:04d}{SUFFIX}")
-                draw_photo(digits[row], np.random.default_rng([seed, int(row)]), size_factor).save(
-                    path, quality=quality, subsampling="4:2:0")
-                counts[split][name] += 1
-                sizes.append(os.path.getsize(path))
+                for copy in range(repeats):
+                    stem = f"{row:04d}" if copy == 0 else f"{row:04d}_{copy}"
+                    jobs.append((os.path.join(partial, split, name, stem + SUFFIX), digits[row], seed, int(row),
+                                 copy, size_factor, quality))
+                counts[split][name] += repeats
+        if processes > 1:
+            with multiprocessing.get_context("fork").Pool(processes) as pool:
+                sizes = pool.map(_write_one, jobs, chunksize=16)
+        else:
+            sizes = [_write_one(job) for job in jobs]
         trees.write_manifest(partial, MANIFEST, settings, counts)
         if trees.move_into_place(partial, root, MANIFEST, SUFFIX, settings):
             logger.info("wrote %d photo-like JPEGs of the digits to %s (%.0f KB on average)", len(sizes), root,
@@ -76,6 +85,14 @@ def write_photo_digits(root, seed=0, per_class=None, quality=90, size_factor=1.0
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return root
+
+
+def _write_one(job) -> int:
+    """Draws and saves one picture; returns its file's size."""
+    path, digit, seed, row, copy, size_factor, quality = job
+    rng = np.random.default_rng([seed, row] if copy == 0 else [seed, row, copy])
+    draw_photo(digit, rng, size_factor).save(path, quality=quality, subsampling="4:2:0")
+    return os.path.getsize(path)
 
 
 def photo_size(rng, size_factor=1.0) -> tuple:
@@ -131,8 +148,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per_class", type=int, default=None, help="at most this many pictures per digit and split")
     parser.add_argument("--size_factor", type=float, default=1.0, help="scales every picture's sides")
+    parser.add_argument("--repeats", type=int, default=1, help="each digit drawn that many times (a larger set)")
+    parser.add_argument("--processes", type=int, default=1, help="drawn by that many processes")
     args = parser.parse_args(argv)
-    print(write_photo_digits(args.root, seed=args.seed, per_class=args.per_class, size_factor=args.size_factor))
+    print(write_photo_digits(args.root, seed=args.seed, per_class=args.per_class, size_factor=args.size_factor,
+                             repeats=args.repeats, processes=args.processes))
 
 
 if __name__ == "__main__":

@@ -71,14 +71,6 @@ def test_the_cpu_decoder_hands_uint8_to_the_copy_and_floats_after_it(photos):
     assert low <= images.min() and images.max() <= high
 
 
-def test_pinning_keeps_the_batch_a_uint8_batch():
-    batch = Uint8Images(torch.zeros(2, 3, 4, 4, dtype=torch.uint8), MEAN, STD)
-    if not torch.cuda.is_available():
-        pytest.skip("pinned memory needs CUDA")
-    pinned = batch.pin_memory()
-    assert isinstance(pinned, Uint8Images) and pinned.pixels.is_pinned()
-
-
 @pytest.mark.parametrize("decoder", ["pil", "cpu", "nvjpeg"])
 def test_other_formats_go_through_every_decoder(tmp_path, decoder):
     for name, mode in (("a", "L"), ("b", "RGB")):
@@ -138,3 +130,28 @@ def test_a_file_nothing_can_decode_on_the_device_is_an_error_naming_it(tmp_path)
 def test_auto_means_the_cpu_decoder_on_every_device():
     assert resolve_decoder("auto", CPU)[0] == "cpu" and resolve_decoder("auto", torch.device("cuda", 0))[0] == "cpu"
     assert resolve_decoder("nvjpeg", torch.device("cuda", 0)) == ("nvjpeg", "decoder")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("augmentation", ["resize_crop", "imagenet"])
+def test_nvjpeg_on_the_gpu_makes_the_reference_batch(photos, augmentation):
+    recipe = Recipe(size=(112, 112), train=True, augmentation=augmentation, hflip=True)
+    reference, _, _ = batch_of(photos, recipe, "pil")
+    dataset, collate = image_folder(photos, recipe, "nvjpeg", MEAN, STD)
+    torch.manual_seed(0)
+    encoded, _ = collate([dataset[index] for index in range(8)])
+    images = encoded.finish_on_device(torch.device("cuda"), channels_last=True)
+    assert images.device.type == "cuda" and images.is_contiguous(memory_format=torch.channels_last)
+    assert (images.cpu() - reference).abs().mean() < 2 * LEVEL  # nvJPEG's IDCT and upsampling differ slightly
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_uint8_batches_are_pinned_and_finished_on_the_gpu(photos):
+    dataset, collate = image_folder(photos, Recipe(size=(32, 32), train=True), "cpu", MEAN, STD)
+    images, _ = collate([dataset[index] for index in range(4)])
+    pinned = images.pin_memory()
+    assert pinned.pixels.is_pinned()
+    finished = pinned.finish_on_device(torch.device("cuda"))
+    assert finished.device.type == "cuda" and finished.dtype == torch.float32

@@ -74,3 +74,12 @@ def test_a_foreign_folder_is_not_overwritten(tmp_path):
 def test_the_command_writes_the_set(tmp_path, capsys):
     photo_digits.main([str(tmp_path / "p"), "--per_class", "1", "--size_factor", "0.2"])
     assert capsys.readouterr().out.strip() == str(tmp_path / "p") and len(jpegs(tmp_path / "p")) == 20
+
+
+def test_repeats_draw_each_digit_again_on_other_backgrounds(tmp_path):
+    root = write_photo_digits(tmp_path / "p", per_class=1, size_factor=0.2, repeats=2)
+    first, again = sorted(os.listdir(os.path.join(root, "train", "0")))
+    assert again == first.replace(".jpg", "_1.jpg") and len(jpegs(root)) == 40
+    with Image.open(os.path.join(root, "train", "0", first)) as one, \
+            Image.open(os.path.join(root, "train", "0", again)) as other:
+        assert one.size != other.size or not np.array_equal(np.asarray(one), np.asarray(other))
