@@ -3,7 +3,7 @@ are already on the GPU, with the default decoder (and the default loader workers
 
     python bench/gpu_images.py [--batch-size 256] [--max-iters 120] [--repeats 4] [--root DIR]
 
-1. The photo-like JPEG digits, each drawn ``--repeats`` times (7,188 JPEGs of about 450 x 350 pixels and 96 KB for
+1. The photo-like JPEG digits, each drawn ``--repeats`` times (7,188 JPEGs of about 450 x 350 pixels and 98 KB for
    4; 5,748 to train on), written to ``--root`` (by default ``data/photo_digits_x<repeats>``) by every core.
 2. Synthetic: ``torchvision.models.resnet50`` (10 classes), bf16 autocast, channels-last, SGD, on one random batch
    already on the GPU: images/s over ``--max-iters`` steps after 20, synchronised. The ceiling the data path is

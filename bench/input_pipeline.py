@@ -4,7 +4,7 @@
                                    [--pipelines reference timm pil cpu] [--train-steps 3] [--net resnet50]
 
 On the same files (the photo-like JPEG digits' training split, written to ``--root``, by default a temporary
-folder: 1,437 JPEGs of about 450 x 350 pixels and 96 KB), at ``--size`` with the ImageNet training recipe
+folder: 1,437 JPEGs of about 450 x 350 pixels and 98 KB), at ``--size`` with the ImageNet training recipe
 (RandomResizedCrop(size, scale 0.08-1), a random flip), batches of ``--batch-size``, one epoch per measure:
 
 - ``reference``: torchvision's reference recipe, by hand: ``ImageFolder``, ``RandomResizedCrop``,

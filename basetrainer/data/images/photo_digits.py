@@ -1,8 +1,9 @@
 """The bundled digits as photographs: a JPEG ImageFolder with the pixel and file sizes of real photos, offline.
 
-Each picture is one of the 1,797 handwritten digits (:mod:`basetrainer.data.digits`) drawn large (45-80% of
+Each picture is one of the 1,797 handwritten digits (:mod:`basetrainer.data.digits`) drawn large (55-85% of
 the shorter side, turned by up to 15 degrees, in a colour that stands out from what lies behind it) on a
-photograph-like background: a coloured field of coarse and fine noise, a few flat shapes, sensor grain. ::
+photograph-like background: a coloured field of coarse and fine noise, a few half-transparent shapes, sensor
+grain. ::
 
     write_photo_digits("data/photo_digits")      # or: python -m basetrainer.data.images.photo_digits DIR
     # data/photo_digits/train/<digit>/<row>.jpg   80% of each digit (the digits' own split)
@@ -10,8 +11,9 @@ photograph-like background: a coloured field of coarse and fine noise, a few fla
 
 The sizes are those of ImageNet's photographs, which come mostly from Flickr's 500-pixel renditions: the longer
 side is 500 pixels for half of the pictures and 300 to 500 for the others, landscape three times in four, with
-aspect ratios of 4:3, 3:2, 5:4 and 1:1; JPEG quality 90 with 4:2:0 chroma. The whole set: 452 x 361 pixels and
-101 KB a picture on average (ImageNet's training set: about 400 x 350 and 110 KB), 178 MB in all.
+aspect ratios of 4:3, 3:2, 5:4 and 1:1; JPEG quality 90 with 4:2:0 chroma. The whole set: 450 x 350 pixels
+(longer x shorter side) and 98 KB a picture on average (ImageNet's training set: about 400 x 350 and 110 KB),
+180 MB in all.
 
 Everything is drawn from ``seed`` and the digit's row (numpy's PCG64), so a picture does not depend on which
 others are written (``per_class``); its bytes depend on Pillow's resampling and JPEG encoder, the same for a given
@@ -113,16 +115,20 @@ def draw_photo(digit, rng, size_factor=1.0):
     for cells, weight in ((6, 0.5), (width // 24, 0.35), (width // 6, 0.25), (width // 2, GRAIN)):
         cells = max(2, cells)
         picture = Image.blend(picture, _noise(rng, width, height, cells, max(2, cells * height // width)), weight)
-    shapes = ImageDraw.Draw(picture)
-    for _ in range(int(rng.integers(3, 9))):
+    cluttered = picture.copy()
+    shapes = ImageDraw.Draw(cluttered)
+    for _ in range(int(rng.integers(2, 7))):
         left, top = int(rng.integers(0, width)), int(rng.integers(0, height))
-        side = int(rng.integers(4, max(5, width // 3)))
+        side = int(rng.integers(4, max(5, width // 4)))
         box = [left, top, left + side, top + int(side * rng.uniform(0.5, 1.5))]
         colour = tuple(int(c) for c in rng.integers(0, 256, 3))
         (shapes.ellipse if rng.random() < 0.5 else shapes.rectangle)(box, fill=colour)
-    side = int(min(width, height) * rng.uniform(0.45, 0.8))
-    ink = Image.fromarray((digit.astype(np.uint16) * 255 // 16).astype(np.uint8)).resize((side, side), Image.BICUBIC)
-    ink = ink.rotate(float(rng.uniform(-15, 15)), Image.BILINEAR)
+    picture = Image.blend(picture, cluttered, 0.5)  # half-transparent clutter, behind the digit
+    side = int(min(width, height) * rng.uniform(0.55, 0.85))
+    glyph = (digit.astype(np.float32) / 16).clip(0, 1)
+    ink = Image.fromarray((glyph * 255).astype(np.uint8)).resize((side, side), Image.BICUBIC)
+    ink = Image.fromarray((np.clip(np.asarray(ink, np.float32) / 255 - 0.25, 0, 0.5) * 510).astype(np.uint8))
+    ink = ink.rotate(float(rng.uniform(-15, 15)), Image.BILINEAR)  # strokes with crisp edges, turned a little
     left, top = int(rng.integers(0, width - side + 1)), int(rng.integers(0, height - side + 1))
     behind = np.asarray(picture.crop((left, top, left + side, top + side)).resize((1, 1), Image.BOX)).reshape(3)
     # dark ink on a light place, light ink on a dark one, each channel on its own
