@@ -15,16 +15,18 @@ folder: 1,437 JPEGs of about 450 x 350 pixels and 98 KB), at ``--size`` with the
   ``decoder: cpu``, the default, hands uint8 to the copy), the normalisation after the copy counted;
 - ``nvjpeg`` (CUDA only): the files' bytes to the GPU, decoded, cropped and normalised there (synchronised).
 
-For each, the loader's images/s with 0, 1 and 2 workers (the first batch left out: the workers' start), and per
-loading process (per worker; with 0 workers the training process itself), every process with one thread (per
-core). Each round runs every pipeline and worker count in turn, so that a machine whose load drifts treats them
-alike; medians, min-max. Then ``--train-steps`` steps of ``--net`` at ``--size`` on the CPU (or the GPU there is)
+For each, the loader's images/s with 0, 1 and 2 workers (the first batch left out: the workers' start), per
+loading process (per worker; with 0 workers the training process itself), and per CPU-second of all its processes
+(what an image costs, the figure that holds on a machine others use), every process with one thread. Each round
+runs every pipeline and worker count in turn, so that a machine whose load drifts treats them alike; medians,
+min-max. Then ``--train-steps`` steps of ``--net`` at ``--size`` on the CPU (or the GPU there is)
 through each pipeline with 0 workers and the threads basetrainer would choose: images/s of the whole step
 (loading, the copy's work, forward, backward, SGD). Read the load average it prints: on a machine others use,
 the rates are theirs as much as the loaders'. Figures: bench/RESULTS.md, "Input pipeline".
 """
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -65,18 +67,28 @@ def make_loader(pipeline, root, size, batch_size, workers):
 
 
 def loader_rate(pipeline, root, size, batch_size, workers, device):
-    """Images per second over one epoch of the loader, after its first batch; a batch that is still to finish on
-    the device is finished there (the copy's work belongs to the pipeline)."""
+    """``(images/s, images per CPU-second)`` over one epoch of the loader, after its first batch: wall clock, and
+    the CPU time of this process and of the workers together (the cost of an image, whatever else runs on the
+    machine). A batch that is still to finish on the device is finished there (the copy's work belongs to the
+    pipeline)."""
     loader = make_loader(pipeline, root, size, batch_size, workers)
     iterator = iter(loader)
     next(iterator)
-    images, started = 0, time.perf_counter()
+    images, started, cpu = 0, time.perf_counter(), _cpu_seconds()
     for batch in iterator:
         finished = move_to_device(batch, device) if pipeline in ("pil", "cpu", "nvjpeg") else batch
         images += len(finished[0])
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return images / (time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    del iterator  # its workers end (and are counted) here
+    return images / wall, images / (_cpu_seconds() - cpu)
+
+
+def _cpu_seconds() -> float:
+    """User and system seconds of this process and of its finished children (the loader's workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def training_rate(pipeline, root, size, batch_size, steps, net, device):
@@ -137,13 +149,19 @@ def main(argv=None):
                 for workers in args.workers:
                     rates[pipeline, workers].append(loader_rate(pipeline, train, args.size, args.batch_size,
                                                                 workers, device))
-        print("\n| pipeline | workers | images/s (min-max) | per loading process | vs reference, same workers |")
-        print("| --- | --- | --- | --- | --- |")
-        for (pipeline, workers), values in rates.items():
+        print("\n| pipeline | workers | images/s (min-max) | per loading process | vs reference | images per "
+              "CPU-second | vs reference |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for (pipeline, workers), runs in rates.items():
+            walls, cpus = [run[0] for run in runs], [run[1] for run in runs]
             reference = rates.get(("reference", workers))
-            ratio = f"{statistics.median(values) / statistics.median(reference):.2f}x" if reference else "-"
-            per_process = statistics.median(values) / max(1, workers)
-            print(f"| {pipeline} | {workers} | {spread(values)} | {per_process:.0f} | {ratio} |")
+            wall_ratio = cpu_ratio = "-"
+            if reference:
+                wall_ratio = f"{statistics.median(walls) / statistics.median(r[0] for r in reference):.2f}x"
+                cpu_ratio = f"{statistics.median(cpus) / statistics.median(r[1] for r in reference):.2f}x"
+            per_process = statistics.median(walls) / max(1, workers)
+            print(f"| {pipeline} | {workers} | {spread(walls)} | {per_process:.0f} | {wall_ratio} | {spread(cpus)} | "
+                  f"{cpu_ratio} |")
         if args.train_steps:
             threads, why = set_process_threads(CoreUse())
             print(f"\ntraining with {threads} thread(s) ({why})")
