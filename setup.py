@@ -4,10 +4,14 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
-VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "basetrainer" / "__init__.py").read_text()).group(1)
+PACKAGE = (HERE / "basetrainer" / "__init__.py").read_text()
+VERSION = re.search(r'__version__ = "([^"]+)"', PACKAGE).group(1)
+URL = re.search(r'__url__ = "([^"]*)"', PACKAGE).group(1)  # empty until the project has a public address
 
 # Export to ONNX: torch's exporter (onnx, onnxscript), the check (onnxruntime), simplifying (onnxslim).
 ONNX = ["onnx>=1.18", "onnxruntime>=1.20", "onnxscript>=0.5", "onnxslim>=0.1.80"]
+# The documentation site (docs/): python -m sphinx -W --keep-going -n -b html docs docs/_build/html
+DOCS = ["sphinx>=8.1", "myst-parser>=4", "furo>=2024.8", "sphinx-argparse>=0.5", "sphinx-copybutton>=0.5"]
 
 EXTRAS = {
     "plots": [],  # matplotlib is a core dependency now; the extra stays for old install commands
@@ -28,17 +32,17 @@ EXTRAS = {
     "ray": ["ray[train]>=2.40"],  # basetrainer.integrations.ray, basetrainer train --ray N
     # fault_tolerance: replica groups, their lighthouse and DiLoCo (the nightly's all-reduce survives a peer's death).
     "torchft": ["torchft-nightly>=2026.10.26"],
-    # The documentation site (docs/): python -m sphinx -W --keep-going -n -b html docs docs/_build/html
-    "docs": ["sphinx>=8.1", "myst-parser>=4", "furo>=2024.8", "sphinx-argparse>=0.5", "sphinx-copybutton>=0.5"],
+    "docs": DOCS,
     # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni pins
     # filelock<3.12, which torch (any filelock) and the other extras accept.
     # hypothesis: the property-based fuzzing of configs, YAML files and command lines (tests/config, tests/e2e).
     # pytest-xdist: the suite runs one test process per core (-n auto), a file's tests in one of them.
     # psutil: the loader-worker tests count the test process's children.
+    # DOCS: tests/docs builds small sites to test the documentation build's own checks.
     "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.100", "psutil>=5.9", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9",
              "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1",
              "torchmetrics>=1.4", "pycocotools>=2.0.7", "timm>=1.0", "ray[train]>=2.40",
-             "torchft-nightly>=2026.10.26"],
+             "torchft-nightly>=2026.10.26", *DOCS],
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})
 
@@ -49,6 +53,7 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
+    **({"url": URL, "project_urls": {"Source": URL, "Issues": f"{URL}/issues"}} if URL else {}),
     python_requires=">=3.9",
     packages=find_packages(include=["basetrainer", "basetrainer.*"]),
     package_data={"basetrainer": ["data/*.csv.gz", "data/NOTICE"]},

@@ -9,6 +9,9 @@ from . import old_paths as _old_paths
 from .utils.lazy import lazy_attributes, names_of
 
 __version__ = "2.0.0"
+# The project's public address (its repository, https://...), once it has one: the documentation's Repository
+# and Issues links and its pip install "git+..." line, and setup.py's project URLs. Empty, none of them exists.
+__url__ = ""
 
 _LAZY = {
     "basetrainer.engine.trainer": ("EngineTrainer",),

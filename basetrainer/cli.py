@@ -5,13 +5,17 @@
     basetrainer --version
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
-    basetrainer train -c configs/config.yaml --ray 4 --ray_max_failures 3   # on a Ray cluster (RAY_ADDRESS)
-    basetrainer train --task detection --num_epochs 8    # an object detector on COCO data (the digit scenes)
+    # on a Ray cluster (RAY_ADDRESS):
+    basetrainer train -c configs/config.yaml --ray 4 --ray_max_failures 3
+    # an object detector on COCO data (the digit scenes):
+    basetrainer train --task detection --num_epochs 8
     basetrainer predict --task detection --checkpoint M --images D --annotations A --out results.json
     basetrainer lr-find --train_data D/train          # the lr range test: prints a suggested lr=
-    basetrainer batch-find --train_data D/train --gpu_id 0   # the largest batch that fits, samples/s per size
+    # the largest batch that fits, samples/s per size:
+    basetrainer batch-find --train_data D/train --gpu_id 0
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
-    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ --out p.csv
+    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ \\
+        --out p.csv
     basetrainer export work_dirs/classification/model/last --out weights.pth
     basetrainer export work_dirs/detection/model/model_final.pth --out detector.onnx
 
@@ -27,6 +31,7 @@ sharded checkpoint directory (FSDP), for any model. Without ``--format``, ``--ou
 says which (``.pth``, ``.ts``, ``.pt2``; ONNX otherwise).
 """
 import argparse
+import importlib
 import os
 import sys
 
@@ -63,8 +68,9 @@ TOOLS = {
                   "(basetrainer batch-find --help)",
     "study": "one run per batch size, lr scaled, with the time to a target accuracy (basetrainer study --help)",
 }
-# What ``basetrainer train --task NAME`` runs: each module has main(argv, prog).
+# What ``basetrainer train --task NAME`` runs: each module has main(argv, prog); and the module of its parser.
 TASKS = {"classification": "basetrainer.tasks.classification", "detection": "basetrainer.tasks.detection"}
+TASK_PARSERS = {"classification": "basetrainer.tasks.classification_config", "detection": "basetrainer.tasks.detection.config"}
 TOOL_MODULES = {"lr-find": "basetrainer.tuning.lr_find_command", "batch-find": "basetrainer.tuning.batch_find_command",
                 "study": "basetrainer.study.command"}
 
@@ -111,15 +117,59 @@ def get_parser():
                     "one CSV row per image: its path under --data, then its --topk most likely classes, each with\n"
                     "its softmax score.",
         epilog="examples:\n"
-               "  %(prog)s --checkpoint work_dirs/classification/model/model_final.pth --data photos/ --out p.csv\n"
-               "  %(prog)s --checkpoint work_dirs/classification/model/last.pth --data data/digits/val --out p.csv "
-               "--topk 3")
+               "  %(prog)s --checkpoint work_dirs/classification/model/model_final.pth \\\n"
+               "      --data photos/ --out p.csv\n"
+               "  %(prog)s --checkpoint work_dirs/classification/model/last.pth \\\n"
+               "      --data data/digits/val --out p.csv --topk 3")
+    predict.add_argument("--task", choices=tuple(TASKS), default="classification",
+                         help="detection: a detector's boxes on the images of a COCO annotation file, with flags of its "
+                              "own (basetrainer predict --task detection --help)")
     predict.add_argument("--checkpoint", required=True,
                          help="a model file of a classification run: last.pth, best_model_*.pth or model_final.pth")
     predict.add_argument("--data", required=True, help="a folder of images, or an ImageFolder tree")
     predict.add_argument("--out", required=True, help="the CSV file to write, e.g. predictions.csv")
     add_setting_flags(predict, PREDICT_SETTINGS, checked=True)
     return parser
+
+
+def train_parser(task="classification"):
+    """What ``basetrainer train [--task TASK] --help`` prints: the task's parser, and the flags the command itself
+    takes before the task reads the rest (``--task``, ``--ray``, ``--ray_max_failures``)."""
+    prog = "basetrainer train" + ("" if task == "classification" else f" --task {task}")
+    parser = importlib.import_module(TASK_PARSERS[task]).get_parser(prog)
+    command = parser.add_argument_group("the train command")
+    command.add_argument("--task", choices=tuple(TASKS), default="classification",
+                         help="what to train: an image classifier on ImageFolder data, or an object detector on COCO "
+                              "data (each task has flags of its own: basetrainer train --task detection --help)")
+    command.add_argument("--ray", type=int, metavar="N", default=argparse.SUPPRESS,
+                         help="train in N Ray Train workers on the Ray cluster of RAY_ADDRESS (a local one without "
+                              "it), not in processes of its own; needs pip install \"basetrainer[ray]\"")
+    command.add_argument("--ray_max_failures", type=int, metavar="K", default=argparse.SUPPRESS,
+                         help="how often Ray restarts the run of --ray N after a worker died, resuming from its "
+                              "last checkpoint (default: 0)")
+    return parser
+
+
+def train_detection_parser():
+    """``basetrainer train --task detection --help``'s parser (for the reference, which calls it without arguments)."""
+    return train_parser("detection")
+
+
+def command_parsers() -> dict:
+    """Every ``basetrainer`` command and the parser whose ``--help`` it prints: the command-line reference must show
+    each of their flags (the documentation build checks it)."""
+    top = get_parser()
+    commands = next(action for action in top._actions if isinstance(action, argparse._SubParsersAction)).choices
+    parsers = {"basetrainer": top}
+    parsers.update({"basetrainer train" + ("" if task == "classification" else f" --task {task}"): train_parser(task)
+                    for task in TASKS})
+    parsers.update({f"basetrainer {name}": importlib.import_module(module).get_parser(f"basetrainer {name}")
+                    for name, module in TOOL_MODULES.items()})
+    parsers.update({"basetrainer export": commands["export"], "basetrainer predict": commands["predict"]})
+    from .tasks.detection.predict import get_parser as detection_predict_parser
+
+    parsers["basetrainer predict --task detection"] = detection_predict_parser("basetrainer predict --task detection")
+    return parsers
 
 
 def predict(args):
@@ -218,18 +268,17 @@ def train_on_ray(task, arguments, prog, workers, max_failures):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "train":
-        # The pipeline parses its own flags, so that `train --help` lists them and precedence is exact.
-        import importlib
-
+        # The pipeline parses its own flags, so that precedence is exact; --help lists the command's too.
         task, arguments = train_task(argv[1:])
+        if {"-h", "--help"} & set(arguments):
+            train_parser(task).print_help()
+            sys.exit(0)
         prog = "basetrainer train" + ("" if task == "classification" else f" --task {task}")
         ray_workers, max_failures, arguments = ray_arguments(arguments)
         if ray_workers:
             return train_on_ray(importlib.import_module(TASKS[task]), arguments, prog, ray_workers, max_failures)
         return importlib.import_module(TASKS[task]).main(arguments, prog=prog)
     if argv and argv[0] in TOOLS:
-        import importlib
-
         return importlib.import_module(TOOL_MODULES[argv[0]]).main(argv[1:], prog=f"basetrainer {argv[0]}")
     if argv and argv[0] == "predict":
         task, arguments = train_task(argv[1:])
@@ -237,6 +286,7 @@ def main(argv=None):
             from .tasks.detection.predict import main as predict_detections
 
             return predict_detections(arguments, prog="basetrainer predict --task detection")
+        argv = ["predict", *arguments]  # --task classification: the classifier's flags
     parser = get_parser()
     args = parser.parse_args(argv)  # --version, --help and unknown commands exit here
     if args.command == "export":

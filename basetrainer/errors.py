@@ -4,7 +4,10 @@ Each one carries a single line that names the problem and the fix. Entry points
 (``launch``, the example, the ``basetrainer`` command) print that line and exit non-zero
 instead of showing a traceback (:func:`exit_with`).
 """
+import errno
 import sys
+
+from .utils import console
 
 
 class BaseTrainerError(Exception):
@@ -25,6 +28,17 @@ class CheckpointError(BaseTrainerError):
     """A checkpoint cannot be read or written."""
 
 
+class DiskFullError(BaseTrainerError, OSError):
+    """A file could not be written: no space left on its device. It is also an ``OSError`` (errno ``ENOSPC``), so
+    that code catching ``OSError`` around a write sees it as before."""
+
+    def __init__(self, message: str):
+        OSError.__init__(self, errno.ENOSPC, message)
+
+    def __str__(self):
+        return self.strerror
+
+
 class LaunchError(BaseTrainerError):
     """Processes or devices cannot be set up as asked."""
 
@@ -39,6 +53,13 @@ class TrainingInterrupted(BaseTrainerError):
     """A stop signal arrived; the state was saved and the run can be resumed."""
 
     exit_code = 75  # EX_TEMPFAIL: try again later, with resume: auto
+
+
+class TrainingAlreadyFinished(BaseTrainerError):
+    """A replica group restarted just before the others finished the training: nothing is left for it to do. It has
+    said so in its log; it ends with 0, as the job does."""
+
+    exit_code = 0
 
 
 class WatchdogTimeout(BaseTrainerError):
@@ -62,7 +83,25 @@ def one_line(error: BaseException) -> str:
     return rank + original[-1] if original else " ".join(line.strip() for line in lines)
 
 
+def disk_full(error: BaseException):
+    """A :class:`DiskFullError` for ``error`` when it is, or was caused by, a write that found no space left on its
+    device (``ENOSPC``), wherever it was raised; None otherwise, and for an error that says it in its own words
+    already (a ``BaseTrainerError``: a checkpoint's names the file and what is intact)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, BaseTrainerError):
+            return error if isinstance(error, DiskFullError) else None
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            where = f" writing {error.filename}" if error.filename else ""
+            return DiskFullError(f"no space left on device{where}; free some disk space or write elsewhere (work_dir, --out)")
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def exit_with(error: BaseTrainerError):
-    """Ends an entry point on ``error``: its one line on stderr (``error: ...``) and its exit code."""
-    print(f"error: {one_line(error)}", file=sys.stderr)
+    """Ends an entry point on ``error``: its one line on the console, stderr (``error: ...``, tagged in a replica
+    group), and its exit code (an error whose code is 0 ends quietly: it said what it had to)."""
+    if error.exit_code:
+        print(f"{console.tag()}error: {one_line(error)}", file=console.stream())
     sys.exit(error.exit_code)

@@ -30,6 +30,7 @@ extensions = [
     "sphinxarg.ext",
     "sphinx_copybutton",
     "basetrainer_docs",
+    "basetrainer_checks",  # code lines wider than the box, links a reader cannot follow, flags the CLI reference omits
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
@@ -39,7 +40,9 @@ templates_path = ["_templates"]
 
 # MyST: heading anchors, so that [text](page.md#a-heading) links are checked too.
 myst_heading_anchors = 3
-myst_enable_extensions = ["colon_fence", "deflist", "substitution"]
+# attrs_block: {.wide-output} before a block of a program's output whose lines may be wider than the code box
+# (docs/_ext/basetrainer_checks.py).
+myst_enable_extensions = ["attrs_block", "colon_fence", "deflist", "substitution"]
 
 # The API reference: one page per module, generated from the docstrings.
 autosummary_generate = True
@@ -55,11 +58,14 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 add_module_names = False
 
-# Where the project lives: linked from every page, in the sidebar (_templates/sidebar/project-links.html,
-# with the changelog) and in the footer.
-REPOSITORY = "https://github.com/PanJinquan/Pytorch-Base-Trainer"
-html_context = {"repository": REPOSITORY, "issues": f"{REPOSITORY}/issues"}
-myst_substitutions = {"repository": REPOSITORY}
+# Where the project lives (basetrainer.__url__, which setup.py reads too): linked from every page, in the sidebar
+# (_templates/sidebar/project-links.html, with the changelog) and in the footer, and given to pip on the installing
+# page (an {only} repository block). Empty until the project has a public address: then none of them is there.
+REPOSITORY = basetrainer.__url__
+html_context = {"repository": REPOSITORY, "issues": f"{REPOSITORY}/issues" if REPOSITORY else ""}
+myst_substitutions = {"pip_from_repository": f'`pip install "git+{REPOSITORY}"`'}
+if REPOSITORY:
+    tags.add("repository")  # noqa: F821 (Sphinx gives conf.py its tags)
 
 html_theme = "furo"
 html_title = f"basetrainer {release}"
@@ -67,7 +73,8 @@ html_sidebars = {"**": ["sidebar/brand.html", "sidebar/search.html", "sidebar/sc
                         "sidebar/navigation.html", "sidebar/project-links.html", "sidebar/scroll-end.html"]}
 html_theme_options = {
     "footer_icons": [{"name": "Repository", "url": REPOSITORY, "html": "Repository", "class": "footer-link"},
-                     {"name": "Issues", "url": f"{REPOSITORY}/issues", "html": "Issues", "class": "footer-link"}],
+                     {"name": "Issues", "url": f"{REPOSITORY}/issues", "html": "Issues", "class": "footer-link"}]
+    if REPOSITORY else [],
 }
 # The copy button copies commands without their prompt ($, >>>, ...) or the output shown after them;
 # a block without prompts is copied whole.

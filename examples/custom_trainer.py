@@ -37,16 +37,14 @@ class RegressionTrainer(EngineTrainer):
         self.build(cfg)  # calls the hooks below, in this order
 
     def build_train_loader(self, cfg):
-        return self.build_dataloader(make_data(4096, seed=0), cfg.batch_size, phase="train",
-                                     distributed=cfg.distributed)
+        return self.build_dataloader(make_data(4096, seed=0), cfg.batch_size, phase="train")
 
     def build_test_loader(self, cfg):
-        return self.build_dataloader(make_data(1024, seed=1), cfg.batch_size, phase="test", shuffle=False,
-                                     distributed=cfg.distributed)
+        return self.build_dataloader(make_data(1024, seed=1), cfg.batch_size, phase="test", shuffle=False)
 
     def build_model(self, cfg):
         model = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
-        return self.build_model_parallel(model, cfg.gpu_id, distributed=cfg.distributed)
+        return self.build_model_parallel(model, cfg.gpu_id)
 
     def build_criterion(self, cfg):
         return get_criterion("MSELoss")

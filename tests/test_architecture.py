@@ -1,6 +1,6 @@
 """The layering rules of docs/ARCHITECTURE.md, checked on the source: each layer imports only the layers
-below it, the building blocks take from the engine its event protocol and run state only, nothing
-imports an old path, no module outgrows one job, and a process that trains on one device or with DDP does
+below it, no modules import each other round a circle (inside a layer, where the first rule cannot see it), the
+building blocks take from the engine its event protocol and run state only, nothing imports an old path, no module outgrows one job, and a process that trains on one device or with DDP does
 not import what only FSDP, a mesh or a pipeline needs."""
 import ast
 import pathlib
@@ -67,6 +67,67 @@ def test_each_module_imports_only_its_own_layer_and_those_below(path):
     above = sorted({name for name in imported_modules(path)
                     if layer_of(name.split(".")[1]) > layer_of(own)})
     assert above == []
+
+
+def module_name(path: pathlib.Path) -> str:
+    """``basetrainer.distributed.launch`` for its file; a package's ``__init__.py`` is the package."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict:
+    """Each module of basetrainer (by :func:`module_name`) and the modules of basetrainer it imports, read from the
+    source: imports inside functions count (a circle that one of them closes is still a circle)."""
+    names = {module_name(path): path for path in MODULES}
+
+    def module_of(name):  # basetrainer.errors.ConfigError -> basetrainer.errors
+        parts = name.split(".")
+        return next((".".join(parts[:end]) for end in range(len(parts), 0, -1) if ".".join(parts[:end]) in names),
+                    None)
+
+    return {module: {module_of(name) for name in imported_modules(path)} - {module, None}
+            for module, path in names.items()}
+
+
+def import_circles(graph: dict) -> list:
+    """The groups of modules that import each other round a circle (Tarjan's strongly connected components of more
+    than one module), each sorted."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph[module]):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_modules_import_each_other_round_a_circle():
+    assert import_circles(import_graph()) == []
+
+
+def test_the_circle_rule_finds_a_circle_of_three_and_a_deferred_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    launch = PACKAGE / "distributed" / "launch.py"  # launch() runs the replica groups' supervisor
+    assert "basetrainer.distributed.replica_groups" in import_graph()["basetrainer.distributed.launch"]
+    assert module_name(launch) == "basetrainer.distributed.launch"
 
 
 @pytest.mark.parametrize("path", [p for p in MODULES if package_of(p) in BUILDING_BLOCKS],

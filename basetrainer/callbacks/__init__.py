@@ -8,7 +8,8 @@ weights evaluated, early stopping on the test loss, checkpoints and the history 
     >>> import torch
     >>> from torch.utils.data import TensorDataset
     >>> from basetrainer import EngineTrainer
-    >>> from basetrainer.callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint
+    >>> from basetrainer.callbacks import (EMA, EarlyStopping, LogHistory, LossesRecorder,
+    ...                                    ModelCheckpoint)
     >>> from basetrainer.config import Config
     >>> def data(seed):
     ...     x = torch.randn(64, 4, generator=torch.Generator().manual_seed(seed))

@@ -29,9 +29,10 @@ class LogHistory(Callback):
 
     - Every ``log_freq`` batches, a line::
 
-          epoch 2/10 iter 340/1000 loss 0.4123 lr 0.01 samples/s 1520 data 12% mem 2.41GiB FLOP/s 212T MFU 21.4% eta 0:03:12
+          epoch 2/10 iter 340/1000 loss 0.4123 lr 0.01 samples/s 1520 data 12% mem 2.41GiB FLOP/s 212T
+          MFU 21.4% eta 0:03:12
 
-      and the same values as scalars for the loggers (``train/loss_step``, ``train/lr``,
+      (one line, here in two), and the same values as scalars for the loggers (``train/loss_step``, ``train/lr``,
       ``train/samples_per_s``, ``train/data_wait``, ``train/peak_memory_gib``,
       ``train/flops_per_s``, ``train/mfu``; see
       :class:`~.throughput_window.ThroughputWindow`), at the global batch ``epoch *
@@ -53,10 +54,11 @@ class LogHistory(Callback):
       ``model_final.pth``, exist), ``training_curves.png`` (``plot``; needs matplotlib), then the run's last
       line, with its two rates (and MFU), named as such::
 
-          trained 16896 samples in 0:01:10 | samples/s 241 over the whole run (start-up excluded; compilation,
-          evaluations, checkpoints included), 380 in steady state (after the first 10 batches, evaluations left out)
+          trained 16896 samples in 0:01:10 | samples/s 241 over the whole run (start-up excluded;
+          compilation, evaluations, checkpoints included), 380 in steady state (after the first 10
+          batches, evaluations left out)
 
-      and the same figures as scalars for the loggers (``train/whole_run_samples_per_s``, ...): the whole
+      (one line, here in three), and the same figures as scalars for the loggers (``train/whole_run_samples_per_s``, ...): the whole
       run's rate counts compilation, which made a compiled language model's look 10x slower than eager's
       while its steps were as fast (:class:`~.run_throughput.RunThroughput`).
     - Then each logger that takes files gets the picture and the ``artifacts`` that exist (the

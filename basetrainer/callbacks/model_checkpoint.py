@@ -33,8 +33,13 @@ class ModelCheckpoint(Callback):
     - ``model_final.pth``: a plain state_dict of the final model, for inference.
 
     At the start of training the main process removes what a run killed mid-save left in
-    ``model_dir`` (temporary files) and, when resuming, best models that the restored
-    state does not count among the best ``k`` (saved after the checkpoint it resumes from).
+    ``model_dir`` (temporary files) and, when resuming, best models of this run (written since
+    it first started) that the restored state does not count among the best ``k`` (saved after
+    the checkpoint it resumes from); another run's best models in the folder are left as they are.
+    The best models a checkpoint names are read as files of this callback's ``model_dir``, and
+    count among the best ``k`` even where the file is missing: a replica group that took another's
+    state keeps its own files, lacks those saved while it was away, and keeps no model the others
+    do not count as best.
 
     Every file is written atomically by the main process while the other ranks wait, and
     weights are stored without ``module.`` prefixes whatever wraps the model. The best and
@@ -74,6 +79,7 @@ class ModelCheckpoint(Callback):
         self._last_saved_step = -1
         self._warned_missing = False
         self._restored = False
+        self._run_started = None  # when this run first started (time.time()): the files since are its own
         self._evaluated = False  # whether evaluations fire on_evaluation_end (then the best is chosen there)
         self.earlier_files = None
         if earlier_way:
@@ -101,6 +107,8 @@ class ModelCheckpoint(Callback):
 
     def on_train_begin(self, logs=None):
         self._last_save_time = time.monotonic()
+        if self._run_started is None:  # a run started afresh; a resumed one keeps its first start
+            self._run_started = time.time()
         if comm.is_main_process() and os.path.isdir(self.model_dir):
             self._remove_leftovers()
         if self.earlier_files is not None and self._restored and self.state is not None:
@@ -180,11 +188,10 @@ class ModelCheckpoint(Callback):
             path = os.path.join(self.model_dir, name)
             cut_short = name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)
             not_best = (self._restored and self.earlier_files is None and name.startswith(BEST_PREFIX)
-                        and os.path.abspath(path) not in kept)
+                        and os.path.abspath(path) not in kept and os.path.getmtime(path) >= self._run_started)
             if cut_short or not_best:
                 self.logger.info("removing %s, left by an interrupted run", path)
                 os.remove(path)
-        self.best = [entry for entry in self.best if os.path.isfile(entry[2])]
 
     def _is_among_best(self, value) -> bool:
         if len(self.best) < self.save_best_k:
@@ -233,13 +240,15 @@ class ModelCheckpoint(Callback):
 
     # ------------------------------------------------------------------ state
     def state_dict(self):
-        state = {"best": [[value, epoch, path] for value, epoch, path in self.best]}
+        state = {"best": [[value, epoch, path] for value, epoch, path in self.best], "run_started": self._run_started}
         if self.earlier_files is not None:
             state["earlier_files"] = self.earlier_files.state_dict()
         return state
 
     def load_state_dict(self, state):
-        self.best = [tuple(item) for item in state.get("best", [])]
+        self.best = [(value, epoch, os.path.join(self.model_dir, os.path.basename(path)))
+                     for value, epoch, path in state.get("best", [])]
+        self._run_started = state.get("run_started", 0.0)  # a checkpoint from before: every best model its run's
         if self.earlier_files is not None:
             self.earlier_files.load_state_dict(state.get("earlier_files", {}))
         self._restored = True

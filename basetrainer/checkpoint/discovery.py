@@ -15,11 +15,12 @@ logger = get_logger()
 METADATA_FILE = ".metadata"  # the index of a sharded (DCP) checkpoint, written last
 
 
-def find_checkpoints(resume, known_paths=(), work_dir=None) -> list:
+def find_checkpoints(resume, known_paths=(), work_dir=None, written_since=None) -> list:
     """The checkpoints ``resume`` names, in the order to try them: none (start afresh), the path
     it names, or for "auto" each run's ``last.pth`` followed by its ``last.prev.pth``, the
     newest run first. The runs are the folders of ``known_paths`` and of every ``last.pth``
-    (or ``last.prev.pth``, or sharded ``last/`` directory, see :mod:`.sharded`) under ``work_dir``."""
+    (or ``last.prev.pth``, or sharded ``last/`` directory, see :mod:`.sharded`) under ``work_dir``;
+    with ``written_since`` (seconds since the epoch), "auto" passes over those written before."""
     if resume is None:
         return []
     if str(resume).lower() != "auto":
@@ -35,6 +36,12 @@ def find_checkpoints(resume, known_paths=(), work_dir=None) -> list:
     runs = [[path for path in (last, files.previous_path(last)) if os.path.isfile(path)] for last in lasts]
     runs = [run for run in runs if run]
     runs += [[path] for path in find_sharded_checkpoints(known_paths, work_dir)]
+    if written_since is not None:
+        earlier = sum(1 for run in runs for path in run if _written_at(path) < written_since)
+        runs = [kept for kept in ([path for path in run if _written_at(path) >= written_since] for run in runs) if kept]
+        if earlier and comm.is_main_process():
+            logger.info("resume: auto passes over %d checkpoint(s) written before this job started (another job's)",
+                        earlier)
     if not runs:
         if comm.is_main_process():
             logger.info("resume: auto found no last.pth; starting from scratch")
@@ -43,11 +50,17 @@ def find_checkpoints(resume, known_paths=(), work_dir=None) -> list:
     return [path for run in runs for path in run]
 
 
-def pick_checkpoint(resume, known_paths=(), work_dir=None):
+def _written_at(path) -> float:
+    """When a checkpoint was written: its file's time, or a sharded one's index (written last)."""
+    index = os.path.join(path, METADATA_FILE)
+    return os.path.getmtime(index if os.path.isdir(path) and os.path.exists(index) else path)
+
+
+def pick_checkpoint(resume, known_paths=(), work_dir=None, written_since=None):
     """``(path, training state)`` of the checkpoint to resume from, on every rank (the state None for a
     sharded one, which every rank loads itself), or ``(None, None)``. The main process picks it,
     passing over damaged files under ``resume: auto``; an explicit path that does not load is an error."""
-    candidates = find_checkpoints(resume, known_paths, work_dir)
+    candidates = find_checkpoints(resume, known_paths, work_dir, written_since)
     path = saved = None
     if comm.is_main_process() and candidates:
         path, saved = _first_loadable(candidates, auto=str(resume).lower() == "auto")

@@ -20,7 +20,7 @@ import shutil
 import torch
 
 from ..errors import CheckpointError
-from ..utils.file_utils import atomic_write, write_text_atomic
+from ..utils.file_utils import atomic_write, file_size_text, write_text_atomic
 
 CHECKSUM_SUFFIX = ".sha256"
 
@@ -32,15 +32,22 @@ def save_checkpoint(obj, path: str, keep_previous: bool = False) -> str:
     get their checksum beside them (:func:`checksum_path`).
     """
     digest = hashlib.sha256()
+    hashing = None
     try:
         with atomic_write(path, binary=True, durable=True) as stream:
-            torch.save(obj, _Hashing(stream, digest))
+            hashing = _Hashing(stream, digest)
+            torch.save(obj, hashing)
             if keep_previous:  # the new file is complete: only now may the current one step aside
                 _step_aside(path)
         if keep_previous:
             write_text_atomic(checksum_path(path), digest.hexdigest() + "\n")
     except OSError as e:
         raise CheckpointError(_write_failure(path, obj, e, keep_previous)) from None
+    except RuntimeError:
+        # torch's zip writer turns the stream's OSError (a full disk) into "unexpected pos ..."; the stream kept it
+        if hashing is None or hashing.error is None:
+            raise
+        raise CheckpointError(_write_failure(path, obj, hashing.error, keep_previous)) from None
     return path
 
 
@@ -99,10 +106,15 @@ class _Hashing:
 
     def __init__(self, stream, digest):
         self.stream, self.digest = stream, digest
+        self.error = None  # the OSError a write raised, which torch.save reports as a RuntimeError of its own
 
     def write(self, data):
         self.digest.update(data)
-        return self.stream.write(data)
+        try:
+            return self.stream.write(data)
+        except OSError as error:
+            self.error = error
+            raise
 
     def flush(self):
         self.stream.flush()
@@ -130,11 +142,11 @@ def _write_failure(path, obj, error: OSError, keep_previous: bool) -> str:
         return (f"could not write checkpoint {path}: {error.strerror or error}; check the folder's permissions "
                 f"and space ({kept})")
     try:
-        free = f", {_size(shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free)} free"
+        free = f", {file_size_text(shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free)} free"
     except OSError:
         free = ""
-    return (f"could not write checkpoint {path}: No space left on device (it needs about {_size(_payload_bytes(obj))}"
-            f"{free}); free some disk space or choose another work_dir ({kept})")
+    return (f"could not write checkpoint {path}: No space left on device (it needs about "
+            f"{file_size_text(_payload_bytes(obj))}{free}); free some disk space or choose another work_dir ({kept})")
 
 
 def _payload_bytes(obj) -> int:
@@ -152,15 +164,6 @@ def _payload_bytes(obj) -> int:
         elif isinstance(item, (list, tuple)):
             pending.extend(item)
     return total
-
-
-def _size(num_bytes: float) -> str:
-    if num_bytes < 1000:
-        return f"{num_bytes:.0f} bytes"
-    for unit in ("KB", "MB", "GB", "TB"):
-        num_bytes /= 1000
-        if num_bytes < 1000 or unit == "TB":
-            return f"{num_bytes:.1f} {unit}"
 
 
 def unsafe_detail(error: Exception) -> str:

@@ -109,13 +109,15 @@ class CheckpointManager:
         return self._writer
 
     # ------------------------------------------------------------------ resuming
-    def resume(self):
+    def resume(self, written_since=None):
         """Loads the checkpoint ``resume`` names into every part; returns its path, or None when the run
-        starts afresh. A SLURM job requeued after a stop signal resumes as with ``resume: auto``."""
+        starts afresh. A SLURM job requeued after a stop signal resumes as with ``resume: auto``.
+        ``written_since`` (seconds since the epoch): ``resume: auto`` passes over checkpoints written before, another
+        run's (a replica group's job started afresh in a used work_dir)."""
         resume = self.resume_from
         if resume is None and int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
             resume = "auto"
-        path, saved = discovery.pick_checkpoint(resume, [self.path], self.work_dir)
+        path, saved = discovery.pick_checkpoint(resume, [self.path], self.work_dir, written_since)
         if path is None:
             return None
         if saved is None:  # sharded: the model and the optimizer go straight into their shards

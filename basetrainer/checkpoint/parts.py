@@ -7,9 +7,13 @@ top-level keys; every rank calls it, so a part may use collectives), and
 checkpoint; ``name`` says where it came from in messages). The keys are those checkpoints
 have always had, so files written by earlier releases load.
 """
+import copy
+
+import torch
+
 from ..distributed import comm
 from ..errors import CheckpointError
-from ..parallel.base import unwrap_model
+from ..parallel.base import is_dtensor, unwrap_model
 from ..utils.log import get_logger
 from .rng import get_rng_state, set_rng_state
 from .weights import check_shapes, strip_prefixes
@@ -36,6 +40,11 @@ class ModelAndOptimizer:
     def state_dict(self) -> dict:
         return {"model": self.weights(), "optimizer": self.optimizer.state_dict(), **self.architecture()}
 
+    def held_in_memory(self) -> "HeldModel":
+        """Its state as it stands, held in memory (not gathered, not moved off the device's shards), for a probe that
+        trains and must put it back: see :class:`HeldModel`."""
+        return HeldModel(self.model, self.optimizer)
+
     def load_state_dict(self, saved: dict, name: str) -> None:
         for key in ("model", "optimizer"):
             if key not in saved:
@@ -45,6 +54,71 @@ class ModelAndOptimizer:
         check_shapes(self.model, weights, name)
         self.strategy.load_model_state_dict(self.model, weights)
         self.optimizer.load_state_dict(saved["optimizer"])
+
+
+class HeldModel:
+    """A model's and its optimizer's state held in memory, which :meth:`restore` writes back in place, bitwise:
+    weights, buffers, gradients, each module's train/eval mode, the optimizer's state and param groups. Unlike the
+    checkpoint's entries (full weights, gathered on one rank) every tensor is copied where it is: to host memory,
+    so that a probe of what fits has the device to itself, or, for a DTensor (an FSDP shard), on its device.
+    Restoring in place keeps every object that holds a tensor or the optimizer (a schedule, a callback) valid."""
+
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.tensors = _unique([*model.parameters(), *model.buffers()])
+        self.values = [_HeldTensor(tensor) for tensor in self.tensors]
+        self.grads = [_held(getattr(tensor, "grad", None)) for tensor in self.tensors]
+        self.modes = [(module, module.training) for module in model.modules()]
+        self.optimizer_state = {param: {key: _HeldTensor(value) if isinstance(value, torch.Tensor) else
+                                        copy.deepcopy(value) for key, value in entry.items()}
+                                for param, entry in optimizer.state.items()}
+        self.groups = [{key: copy.deepcopy(value) for key, value in group.items() if key != "params"}
+                       for group in optimizer.param_groups]
+
+    def restore(self) -> None:
+        """Writes the held state back (again at every call: each call copies from what is held)."""
+        with torch.no_grad():
+            for tensor, value, grad in zip(self.tensors, self.values, self.grads):
+                tensor.copy_(value.value)
+                if isinstance(tensor, torch.nn.Parameter):
+                    tensor.grad = None if grad is None else grad.restored()
+        for module, training in self.modes:
+            module.training = training
+        self.optimizer.state.clear()
+        self.optimizer.state.update({param: {key: value.restored() if isinstance(value, _HeldTensor) else
+                                             copy.deepcopy(value) for key, value in entry.items()}
+                                     for param, entry in self.optimizer_state.items()})
+        for group, held in zip(self.optimizer.param_groups, self.groups):
+            for key in [key for key in group if key != "params" and key not in held]:
+                del group[key]
+            group.update(copy.deepcopy(held))
+
+
+class _HeldTensor:
+    """A copy of a tensor and the device it was on: in host memory, unless it is a DTensor (copied in place)."""
+
+    def __init__(self, tensor):
+        tensor = tensor.detach()
+        self.device = tensor.device
+        self.value = tensor.clone() if is_dtensor(tensor) else tensor.to("cpu", copy=True)
+
+    def restored(self):
+        """A new tensor equal to the held one, on its device (each restore makes its own)."""
+        return self.value.to(self.device, copy=True)
+
+
+def _held(tensor):
+    return None if tensor is None else _HeldTensor(tensor)
+
+
+def _unique(tensors) -> list:
+    """``tensors`` without repeats (a tied weight is one parameter of two modules)."""
+    seen, unique = set(), []
+    for tensor in tensors:
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            unique.append(tensor)
+    return unique
 
 
 class ScalerState:

@@ -278,7 +278,8 @@ class MappingOf(Kind):
 
 
 class OneOf(Kind):
-    """The first of ``kinds`` that takes the value."""
+    """The first of ``kinds`` that takes the value; a :class:`Choice` takes a list of one word as the word (a flag
+    of several values typed with the word alone: ``--milestones auto``)."""
 
     def __init__(self, *kinds: Kind):
         self.kinds = kinds
@@ -288,10 +289,11 @@ class OneOf(Kind):
         return self.kinds[-1].flag_type
 
     def check(self, value):
+        one_word = isinstance(value, (list, tuple)) and len(value) == 1 and isinstance(value[0], str)
         details = []
         for kind in self.kinds:
             try:
-                return kind.check(value)
+                return kind.check(value[0] if one_word and isinstance(kind, Choice) else value)
             except Invalid as error:
                 details.append(error.detail)
         detail = next((text for text in details if text), "")
@@ -316,9 +318,7 @@ def shown(value, limit: int = 60) -> str:
     if value is None:
         return "null"
     text = repr(value)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return f"{type(value).__name__} {text}"
+    return f"{type(value).__name__} {text[: limit - 3] + '...' if len(text) > limit else text}"
 
 
 def _within(value, minimum, maximum, above=False, below=False):

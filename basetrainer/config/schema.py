@@ -8,7 +8,8 @@ and what is allowed), the flags of a command line (:mod:`.flags`) and the config
 reference (:mod:`basetrainer.config.reference`)::
 
     LOOP = Schema([
-        Setting("accumulate_grad_batches", Integer(minimum=1), 1, "batches per optimizer step", unit="batches"),
+        Setting("accumulate_grad_batches", Integer(minimum=1), 1, "batches per optimizer step",
+                unit="batches"),
         ...
     ])
     LOOP.read(cfg, source="in the config")   # every key: its checked value, or its default

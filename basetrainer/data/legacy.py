@@ -3,7 +3,8 @@ from .loaders import build_dataloader as _build_dataloader
 
 
 def build_dataloader(dataset, batch_size, num_workers, shuffle=True, persistent_workers=False, phase="train",
-                     distributed=True, **kwargs):
-    """:func:`basetrainer.data.build_dataloader` with the old order of arguments: sharded by global rank."""
+                     distributed=None, **kwargs):
+    """:func:`basetrainer.data.build_dataloader` with the old order of arguments: sharded by global rank
+    (``distributed`` is kept for old scripts; the process group decides)."""
     return _build_dataloader(dataset, batch_size, num_workers, shuffle=shuffle, phase=phase,
-                             distributed=distributed, persistent_workers=persistent_workers, **kwargs)
+                             persistent_workers=persistent_workers, **kwargs)

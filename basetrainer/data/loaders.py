@@ -25,7 +25,7 @@ def build_dataloader(
     num_workers: int = 0,
     shuffle: bool = True,
     phase: str = "train",
-    distributed: bool = True,
+    distributed=None,
     seed: int = 0,
     pin_memory=None,
     drop_last=None,
@@ -35,6 +35,10 @@ def build_dataloader(
 ) -> DataLoader:
     """A DataLoader for ``phase`` ("train", or "test"/"val"), sharded by data-parallel rank when several processes run
     (the global rank; under a device mesh, processes of one tensor-parallel group get the same batches).
+
+    The layout comes from the process group this process runs in, however it was made (``launch``, torchrun,
+    SLURM, Ray Train's workers): ``distributed`` is kept for old scripts and changes nothing, since a loader that
+    did not shard under several processes would train every process on the same data.
 
     Training loaders use :class:`TrainSampler` (shuffled by ``seed`` and epoch, resumable),
     or with ``stream`` a :class:`StreamSampler` (endless, for ``max_iters``); evaluation
@@ -48,11 +52,11 @@ def build_dataloader(
     train = phase == "train"
     drop_last = train if drop_last is None else drop_last
     pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
-    world_size = comm.get_data_parallel_world_size() if distributed else 1
+    world_size = comm.get_data_parallel_world_size()
     generator = None
     if train:
         kind = StreamSampler if stream else TrainSampler
-        rank = comm.get_data_parallel_rank() if distributed else 0
+        rank = comm.get_data_parallel_rank()
         sampler = kind(dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed)
         generator = sampler.worker_generator
     elif world_size > 1:

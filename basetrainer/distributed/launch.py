@@ -21,7 +21,7 @@ finalization (see ``_exit_now``).
 """
 import ast
 import atexit
-import ctypes
+import contextlib
 import datetime
 import gc
 import inspect
@@ -40,9 +40,9 @@ import torch.multiprocessing as mp
 
 from .. import errors
 from ..errors import BaseTrainerError, LaunchError, one_line
-from ..utils.log import get_logger
+from ..utils.log import REPLICA_GROUP_VARIABLE, get_logger
 from . import comm, replica_groups, signals, watchdog
-from .threads import choose_threads
+from .children import die_with_parent, guessed_cause, how_it_ended
 from .process_group import (
     destroy_process_group,
     init_process_group,
@@ -54,6 +54,7 @@ from .process_group import (
     started_by_torchrun,
     started_in_a_group,
 )
+from .threads import choose_threads
 
 logger = get_logger()
 
@@ -83,10 +84,13 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
     try:
         return _launch(main_func, int(num_gpus_per_machine), int(num_machines), int(machine_rank), dist_url,
                        distributed, tuple(args), timeout, caller)
-    except BaseTrainerError as e:
-        if not _at_top_level_of(caller, "__main__", "__mp_main__"):
+    except Exception as e:  # noqa: BLE001 - a full disk, wherever a write found it, is the user's to fix
+        user = e if isinstance(e, BaseTrainerError) else errors.disk_full(e)
+        if user is None:
             raise
-        errors.exit_with(e)
+        if not _at_top_level_of(caller, "__main__", "__mp_main__"):
+            raise user from (None if user is e else e)
+        errors.exit_with(user)
 
 
 def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_url, distributed, args, timeout,
@@ -168,7 +172,7 @@ def _wait_for_first_failure(processes, reports, first_rank):
             code, rank = processes[index].exitcode, first_rank + index
             if code != 0 and any(report[1:3] == (rank, _FINISHED) for report in received):
                 logger.warning("worker rank %d finished its work, then %s while exiting; its work stands", rank,
-                               _how(code))
+                               how_it_ended(code))
             elif code != 0:
                 return index, [i for i, p in enumerate(processes) if p.is_alive()], received
     return None, [], received
@@ -210,8 +214,13 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
         main_func(*args)
         reports.put((time.time(), rank, _FINISHED, "", ""))
     except BaseException as e:  # noqa: B902 - every failure must reach the launcher
-        reports.put((time.time(), rank, type(e).__name__, str(e), traceback.format_exc()))
+        trace = traceback.format_exc()
+        e = errors.disk_full(e) or e
+        reports.put((time.time(), rank, type(e).__name__, str(e), trace))
         code = e.exit_code if isinstance(e, BaseTrainerError) else 1
+        if code and os.environ.get(REPLICA_GROUP_VARIABLE) and not isinstance(e, BaseTrainerError):
+            with contextlib.suppress(OSError):  # a full disk under the log file must not hide the report
+                print(trace, file=sys.stderr, flush=True)  # the group's log file: its launcher says one line
     finally:
         destroy_process_group()
     _exit_now(code)
@@ -247,17 +256,19 @@ def _exit_now(code):
     os._exit(code)
 
 
-def _how(code) -> str:
-    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-
-
 def _worker_error(failed, processes, still_running, reports, first_rank, timeout):
-    """The error to raise in the launcher for a failed job: the earliest failure's own."""
+    """The error to raise in the launcher for a failed job: the earliest failure's own. A worker that died without
+    reporting an error before the others were stopped (killed) is that failure: what the others reported then (a
+    peer's connection closed, the interruption that stopped them) followed from its death."""
     reports = [report for report in reports if report[2] != _FINISHED]
-    if not reports:
-        code = processes[failed].exitcode
-        hint = " (out of memory?)" if code == -signal.SIGKILL else ""
-        return WorkerLost(f"worker rank {first_rank + failed} {_how(code)}{hint} without reporting an error")
+    reported = {report[1] for report in reports}
+    lost = [index for index, process in enumerate(processes) if index not in still_running
+            and process.exitcode not in (0, None) and first_rank + index not in reported]
+    if lost or not reports:
+        index = failed if failed in lost or not lost else lost[0]
+        code = processes[index].exitcode
+        return WorkerLost(f"worker rank {first_rank + index} {how_it_ended(code)} without reporting an error"
+                          f"{guessed_cause(code)}")
     _, rank, type_name, message, trace = min(reports)
     error_type = getattr(errors, type_name, None)
     if isinstance(error_type, type) and issubclass(error_type, BaseTrainerError):
@@ -268,12 +279,23 @@ def _worker_error(failed, processes, still_running, reports, first_rank, timeout
         who = f"rank(s) {silent} stopped responding" if silent else "another rank stopped responding"
         return LaunchError(f"rank {rank}: a collective timed out after {timeout.total_seconds():.0f}s: {who}; "
                            f"raise dist_timeout if they are only slow")
+    if os.environ.get(REPLICA_GROUP_VARIABLE):  # the console is the job's: the worker wrote its traceback to the log
+        first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+        return GroupWorkerFailed(f"worker rank {rank} failed with {type_name}: {first} (its traceback is in the "
+                                 f"replica group's log/train.log)")
     return WorkerFailed(f"worker rank {rank} failed with {type_name}: {message}\n\n"
                         f"-- traceback of rank {rank} --\n{trace}")
 
 
 class WorkerFailed(RuntimeError):
     """A worker raised an error that is not a ``BaseTrainerError``; the message holds its traceback."""
+
+
+class GroupWorkerFailed(LaunchError):
+    """In a replica group: a worker raised an error that is not a ``BaseTrainerError``, said in one line (its traceback
+    is in the group's log file). Exit code 1, a worker's failure: the supervisor restarts the group."""
+
+    exit_code = 1
 
 
 class WorkerLost(LaunchError):
@@ -288,16 +310,6 @@ def _drain(queue):
     while not queue.empty():
         items.append(queue.get())
     return items
-
-
-def die_with_parent():
-    """On Linux, has the kernel kill this process when its parent dies (``PR_SET_PDEATHSIG``): a launcher, or a
-    study, killed outright must not leave its workers or runs holding GPUs and ports."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
 
 def _check_main_guard(caller):

@@ -10,12 +10,19 @@ the environment plus
 
 - ``BASETRAINER_REPLICA_GROUP``: the group's number, 0 to N-1;
 - ``BASETRAINER_LIGHTHOUSE``: the lighthouse's address, ``http://host:port``;
-- ``BASETRAINER_REPLICA_GROUP_RESTARTS``: how many times the group was restarted.
+- ``BASETRAINER_REPLICA_GROUP_RESTARTS``: how many times the group was restarted;
+- ``BASETRAINER_REPLICA_JOB_STARTED``: when the supervisor started (seconds since the epoch): a group of a job started
+  afresh (``resume`` null) in a used work_dir resumes, when restarted, only from checkpoints written since, never from
+  an earlier job's;
+- ``BASETRAINER_REPLICA_JOB_FINISHED``: a file that exists once a group has finished the training: a group restarted
+  just before the others finished, which finds no live group to take the state from, exits at once (with 0).
 
 In a group's process launch() runs as without fault tolerance: the group is that one process, or the workers it
 spawns, which meet at a rendezvous store of their own on a free port (so that groups on one machine never collide).
-The code that trains in a group (:mod:`basetrainer.fault_tolerance`) reads the three variables with
-:func:`replica_group_from_environment`.
+The code that trains in a group (:mod:`basetrainer.fault_tolerance`) reads them with
+:func:`replica_group_from_environment` and :func:`replica_job_from_environment`. Every process of a group (its command,
+the workers it spawns, theirs) carries ``BASETRAINER_REPLICA_GROUP`` in its environment: that finds them, to kill a
+group by hand.
 
 A group whose command dies (killed by a signal, or exited non-zero with a code that is not a user error's:
 :func:`is_restarted`; a group of several processes exits 1 when one of them is killed) is started again, at most
@@ -24,10 +31,12 @@ log. A group that ends with a user error, or saved and stopped (exit 75), is not
 restarts is left out, and the others go on with fewer groups, as the quorum (``min_replicas``) allows. A stop
 signal (SIGTERM, SIGINT, SIGUSR1) is passed on to every group, and nothing is restarted after it; nor after a group
 has ended with 0 (it finished the training: a group restarted then would train again alone), and a group that dies
-then is no failure of the job; a group still running ``join_timeout_ms`` + 10 s after another finished (restarted
-too late to find a live group) is stopped. The supervisor returns when every group has ended: normally when each ended with 0, with
-:class:`~basetrainer.errors.TrainingInterrupted` (exit 75) when the others saved and stopped, otherwise with a
-one-line LaunchError naming each group that failed and how. The lighthouse is shut down at the end, whatever happens.
+then is no failure of the job. A group restarted just before another finished, which finds no live group at its
+first quorum, sees the supervisor's file (``BASETRAINER_REPLICA_JOB_FINISHED``) and exits at once; one still running
+``join_timeout_ms`` + 10 s after another finished is stopped. The supervisor returns when every group has ended:
+normally when each ended with 0, with :class:`~basetrainer.errors.TrainingInterrupted` (exit 75) when the others
+saved and stopped, otherwise with a one-line LaunchError naming each group that failed and how. The lighthouse is
+shut down at the end, whatever happens.
 The supervisor imports torchft only to serve the lighthouse, and never starts CUDA.
 
 On a cluster the scheduler starts the groups, one job per group (a torchrun or a SLURM job each): run the
@@ -40,6 +49,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from typing import Optional, Tuple
@@ -47,6 +57,7 @@ from typing import Optional, Tuple
 from ..errors import BaseTrainerError, LaunchError, NonFiniteLossError, TrainingInterrupted
 from ..utils.log import REPLICA_GROUP_VARIABLE, get_logger
 from . import signals
+from .children import die_with_parent, how_it_ended
 from .lighthouse import serving_lighthouse
 from .process_group import started_by_slurm, started_by_torchrun, started_in_a_group
 
@@ -55,6 +66,8 @@ logger = get_logger()
 GROUP_VARIABLE = REPLICA_GROUP_VARIABLE  # "BASETRAINER_REPLICA_GROUP": the log tags a group's lines with it
 LIGHTHOUSE_VARIABLE = "BASETRAINER_LIGHTHOUSE"
 RESTARTS_VARIABLE = "BASETRAINER_REPLICA_GROUP_RESTARTS"
+JOB_STARTED_VARIABLE = "BASETRAINER_REPLICA_JOB_STARTED"
+JOB_FINISHED_VARIABLE = "BASETRAINER_REPLICA_JOB_FINISHED"
 # What the supervisor reads, where a config made by hand leaves it out: the defaults engine/settings.py declares.
 DEFAULT_SETTINGS = {"replica_groups": 0, "group_id": None, "lighthouse": "auto", "min_replicas": 1,
                     "heartbeat_ms": 1000, "join_timeout_ms": 30000, "max_restarts": 3}
@@ -73,6 +86,19 @@ def replica_group_from_environment() -> Tuple[Optional[int], Optional[str], int]
     restarted (0 where unset)."""
     group, restarts = _environment_integer(GROUP_VARIABLE), _environment_integer(RESTARTS_VARIABLE)
     return group, os.environ.get(LIGHTHOUSE_VARIABLE) or None, restarts or 0
+
+
+def replica_job_from_environment() -> Tuple[Optional[float], Optional[str]]:
+    """``(started, finished marker)`` of the job the supervisor runs this process in: when it started (seconds since
+    the epoch) and the file that exists once a group finished the training; ``(None, None)`` in a process no supervisor
+    started."""
+    started = os.environ.get(JOB_STARTED_VARIABLE, "")
+    try:
+        started = float(started) if started else None
+    except ValueError:
+        raise LaunchError(f"the environment variable {JOB_STARTED_VARIABLE}={started!r} is not a time: unset it, or "
+                          f"start the replica groups through launch()") from None
+    return started, os.environ.get(JOB_FINISHED_VARIABLE) or None
 
 
 def _environment_integer(name: str) -> Optional[int]:
@@ -142,12 +168,13 @@ class ReplicaGroup:
     def __init__(self, number: int):
         self.number, self.process, self.restarts = number, None, 0
 
-    def start(self, command, lighthouse: str) -> None:
-        """Starts ``command`` as this group, in a process group of its own (a terminal's Ctrl-C reaches the
-        supervisor only, which passes it on once) that dies with the supervisor. A stop signal waits while the
-        process starts, so that the supervisor passes it on once the process is known."""
-        env = dict(os.environ, **{GROUP_VARIABLE: str(self.number), LIGHTHOUSE_VARIABLE: lighthouse,
-                                  RESTARTS_VARIABLE: str(self.restarts)})
+    def start(self, command, job_environment: dict) -> None:
+        """Starts ``command`` as this group (with the job's variables, ``job_environment``, and its own), in a process
+        group of its own (a terminal's Ctrl-C reaches the supervisor only, which passes it on once) that dies with the
+        supervisor. A stop signal waits while the process starts, so that the supervisor passes it on once the process
+        is known."""
+        env = dict(os.environ, **job_environment, **{GROUP_VARIABLE: str(self.number),
+                                                     RESTARTS_VARIABLE: str(self.restarts)})
         held = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
         try:
             self.process = subprocess.Popen(command, env=env, preexec_fn=lambda: _in_group_process(held))
@@ -159,11 +186,7 @@ class ReplicaGroup:
 
     def how_it_ended(self) -> str:
         """``exited with code 1`` or ``was killed by SIGKILL``."""
-        code = self.process.returncode
-        if code >= 0:
-            return f"exited with code {code}"
-        name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
-        return f"was killed by {name}"
+        return how_it_ended(self.process.returncode)
 
 
 class Supervisor:
@@ -177,10 +200,13 @@ class Supervisor:
         self.stop_signal = None  # the first stop signal received: nothing is started after it
         self.finished = False  # a group ended with 0: training is done, and nothing is started after it
         self.ended_after_finish = set()  # groups that died once another had finished the training (not failures)
+        self.started = time.time()
+        self.finished_marker = None  # the file made when a group finishes, during run()
 
     def run(self) -> None:
         """Starts every group and returns when all have ended."""
-        with self._passing_on_stop_signals():
+        with self._passing_on_stop_signals(), tempfile.TemporaryDirectory(prefix="basetrainer-replica-job-") as job:
+            self.finished_marker = os.path.join(job, "finished")
             try:
                 running = list(self.groups)
                 for group in running:
@@ -211,7 +237,8 @@ class Supervisor:
 
     def _start(self, group: ReplicaGroup) -> None:
         stopped = self.stop_signal  # passed on to the groups alive then: this one gets it now
-        group.start(self.command, self.lighthouse)
+        group.start(self.command, {LIGHTHOUSE_VARIABLE: self.lighthouse, JOB_STARTED_VARIABLE: repr(self.started),
+                                   JOB_FINISHED_VARIABLE: self.finished_marker or ""})
         if stopped is not None:
             group.process.send_signal(stopped)
 
@@ -221,6 +248,8 @@ class Supervisor:
         if code == 0:
             logger.info("replica group %d finished", group.number)
             self.finished, self._finished_at = True, self._finished_at or time.monotonic()
+            if self.finished_marker is not None and not os.path.exists(self.finished_marker):
+                open(self.finished_marker, "w").close()  # a group restarted meanwhile then exits at once
             return False
         if self.finished and is_restarted(code):  # it would start again alone, the training already done
             logger.warning("replica group %d %s after another group finished the training: not restarted",
@@ -291,8 +320,6 @@ def _in_group_process(signal_mask) -> None:
     """In a group's process before its command starts: a process group of its own, death with the supervisor (a
     supervisor killed outright must not leave its groups training), and the supervisor's ``signal_mask`` from
     before it held the stop signals back."""
-    from .launch import die_with_parent  # launch imports this module
-
     os.setpgid(0, 0)
     die_with_parent()
     signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)

@@ -142,7 +142,8 @@ class Callback(LegacyCallbackAttributes):
         ...     def request_stop(self):
         ...         self.stopped = True
         >>> trainer = Trainer()
-        >>> CallbackList([StopBelow(0.5)], trainer=trainer).fire(Event.EPOCH_END, 0, {"train": {"loss": 0.3}})
+        >>> callbacks = CallbackList([StopBelow(0.5)], trainer=trainer)
+        >>> callbacks.fire(Event.EPOCH_END, 0, {"train": {"loss": 0.3}})
         >>> trainer.stopped
         True
     """

@@ -1,4 +1,6 @@
 """What a user's trainer fills in: the six ``build_*`` hooks, and ``build``, which calls them in order."""
+import os
+
 import torch
 
 from ..data import loaders as data
@@ -8,6 +10,7 @@ from ..parallel import select_strategy, strategy_of
 from . import evaluation
 from .added_callbacks import added_callbacks
 from .lr_scaling import LRScaling
+from .run_summary import RunSummary
 from .target import time_to_target
 from .threads import ThreadCount
 
@@ -18,8 +21,8 @@ class TrainerHooks:
     A subclass overrides the six hooks and calls ``self.build(cfg)`` at the end of its
     ``__init__``; ``build_dataloader`` and ``build_model_parallel`` are the helpers the
     hooks usually call. Around the hooks, ``build`` scales the optimizer's lr (``lr_scaling``, see
-    :mod:`.lr_scaling`) before the callbacks are built, and adds the callback that records the time to
-    ``target`` (:mod:`.target`) after them.
+    :mod:`.lr_scaling`) before the callbacks are built, and adds after them the callback that records the time
+    to ``target`` (:mod:`.target`) and the one that writes the run's summary (:mod:`.run_summary`).
     """
 
     lr_scaling = None  # with lr_scaling, an LRScaling once build() has made the optimizer
@@ -60,7 +63,7 @@ class TrainerHooks:
         """Calls the six hooks with ``cfg`` and ``kwargs``, in the order train loader, test loader, model,
         criterion, optimizer, callbacks, and fills what the loop reads: ``num_batches`` and the sample counts,
         the parallel strategy (the model placed and wrapped when the hook did not), the lr scaling, the time to
-        ``target``'s callback and, under ``amp: fp16``, the gradient scaler. Call it once, at the end of your
+        ``target``'s callback, the run summary's and, under ``amp: fp16``, the gradient scaler. Call it once, at the end of your
         ``__init__``; a refusal (a ConfigError or DataError) comes from here, before training starts. Last, the
         process's threads: the cores other work left free while it built (:mod:`basetrainer.distributed.threads`)."""
         core_use = CoreUse()  # what the rest of the machine keeps busy while this builds
@@ -91,7 +94,10 @@ class TrainerHooks:
             self.lr_scaling.apply()  # warm-up start from the scaled rate
         self.callbacks = [cb for cb in (self.build_callbacks(cfg, **kwargs) or []) if cb]
         self.callbacks += added_callbacks()  # a driver's, after the trainer's own (Ray Train's reporter)
-        if self.options.target is not None:  # among the callbacks, so that its record travels in checkpoints
+        # the engine's own, among the callbacks so that what they recorded travels in checkpoints
+        work_dir = self.options.work_dir
+        self.callbacks.append(RunSummary(os.path.join(work_dir, "log") if work_dir else None))
+        if self.options.target is not None:
             set_names = [name for name, _ in evaluation.test_sets(self.test_loader)]
             self.callbacks.append(time_to_target(self.options.target, self.callbacks, set_names, self.options.work_dir))
         if self.options.amp == torch.float16:
@@ -126,17 +132,18 @@ class TrainerHooks:
         state.max_epochs = -(-options.max_iters // steps_per_epoch) if steps_per_epoch else 1
 
     def build_dataloader(self, dataset, batch_size, num_workers=0, shuffle=True, phase="train",
-                         distributed=True, **kwargs):
-        """A DataLoader sharded by global rank (see :func:`basetrainer.data.loaders.build_dataloader`)."""
+                         distributed=None, **kwargs):
+        """A DataLoader sharded by data-parallel rank (see :func:`basetrainer.data.loaders.build_dataloader`). The
+        layout is the process group's, however the processes were started; ``distributed`` is kept for old
+        scripts and changes nothing."""
         kwargs.setdefault("seed", self.seed)
-        return data.build_dataloader(dataset, batch_size, num_workers, shuffle=shuffle, phase=phase,
-                                     distributed=distributed, **kwargs)
+        return data.build_dataloader(dataset, batch_size, num_workers, shuffle=shuffle, phase=phase, **kwargs)
 
-    def build_model_parallel(self, model, device_ids=None, distributed=True, **kwargs):
+    def build_model_parallel(self, model, device_ids=None, distributed=None, **kwargs):
         """Moves the model to this process's device and wraps it as the parallel strategy needs
         (DDP or FSDP as ``strategy`` says, DataParallel or nothing; see :func:`~basetrainer.parallel.select_strategy`).
         ``kwargs`` may override ``sync_bn``, ``find_unused_parameters`` and ``broadcast_buffers``;
-        ``distributed`` is kept for old scripts: several processes always mean DDP or FSDP."""
+        ``distributed`` is kept for old scripts and changes nothing: several processes always mean DDP or FSDP."""
         self.strategy = select_strategy(self.options, self.device, device_ids, mesh=self.mesh,
                                         plan=lambda model: self.build_parallel_plan(model, self.mesh.shape.tp),
                                         pipeline=self.options.pipeline, **kwargs)

@@ -1,15 +1,16 @@
 """The trainer's progress output, main process only: tqdm bars on a terminal, plain lines in a file.
 
-``progress: auto`` (the default) shows bars when stderr is a terminal and lines otherwise (SLURM, CI,
+It goes to the console (stderr; in a replica group, the console kept apart from the group's log file:
+:mod:`basetrainer.utils.console`). ``progress: auto`` (the default) shows bars when stderr is a terminal and lines otherwise (SLURM, CI,
 ``nohup``, ``> log 2>&1``), where each redraw of a bar would add a frame and carriage returns to the
 file; ``true`` forces the bars, ``false`` shows nothing (the trainer then adds no ProgressBar).
 """
-import sys
 import time
 
 from tqdm.auto import tqdm
 
 from ..distributed import comm
+from ..utils import console
 from ..utils.eta import EvaluationClock, format_seconds, seconds_left
 from .events import LOW, Callback
 
@@ -50,7 +51,7 @@ class ProgressBar(Callback):
 
     def on_train_begin(self, logs=None):
         state, mode = self.state, self.trainer.options.progress
-        self._lines = mode == "auto" and not sys.stderr.isatty()
+        self._lines = mode == "auto" and not console.stream().isatty()
         if state.max_steps is not None:
             self._train_bar = self._training_bar(state.max_steps, "Train steps", state.global_step)
 
@@ -110,6 +111,7 @@ class ProgressBar(Callback):
     def _bar(self, total, desc, initial=0):
         """A tqdm bar, drawn on the main process unless lines are written instead."""
         return tqdm(total=total, initial=initial, desc=desc, disable=self._lines or not comm.is_main_process(),
+                    file=console.stream(),
                     dynamic_ncols=True, mininterval=self.mininterval, leave=True)
 
     def _fields(self, batch) -> dict:
@@ -131,7 +133,7 @@ class ProgressBar(Callback):
         if comm.is_main_process():
             total = f"/{self._train_total}" if self._train_total else ""
             values = " | ".join(f"{LINE_NAMES.get(name, name)} {value}" for name, value in fields.items())
-            print(f"{self._train_desc} | {position}{total} | {values}", file=sys.stderr, flush=True)
+            print(f"{self._train_desc} | {position}{total} | {values}", file=console.stream(), flush=True)
 
 
 def _close(bar):

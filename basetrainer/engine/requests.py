@@ -54,9 +54,10 @@ class TrainerRequests:
         self.checkpoints.load_state_dict(state, name)
 
     def resume_or_seed(self):
-        """Loads the checkpoint ``cfg.resume`` names ("auto": the newest last.pth), else seeds per rank."""
+        """Loads the checkpoint ``cfg.resume`` names ("auto": the newest last.pth; in a replica group's job started
+        afresh, the newest this job wrote), else seeds per rank."""
         self._track_checkpoint_parts()
-        path = self.checkpoints.resume()
+        path = self.checkpoints.resume(self.replica_groups.files_since if self.replica_groups is not None else None)
         if path is None:
             seed_everything(self.seed + self.rank)  # dropout, augmentation: per rank, reproducibly
         elif self.is_main_process:
@@ -65,6 +66,12 @@ class TrainerRequests:
             self.replica_groups.join(lambda: self.checkpoints.state_dict(rank_only=True),
                                      lambda state: self.checkpoints.load_state_dict(
                                          state, name="a live replica group's training state"))
+
+    def checkpoint_manager(self):
+        """The :class:`~basetrainer.checkpoint.manager.CheckpointManager` with this trainer's parts handed over as they
+        are now: what a checkpoint saved now would hold (the tuning tools hold the same parts in memory)."""
+        self._track_checkpoint_parts()
+        return self.checkpoints
 
     def _track_checkpoint_parts(self):
         """Hands the checkpoint manager what a training checkpoint holds, in the order a resume loads it."""

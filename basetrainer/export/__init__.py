@@ -6,7 +6,8 @@
 
     loaded = model_from_checkpoint("work_dirs/classification/model/last.pth")
     result = export_model(loaded.model, loaded.example_input(), "model.onnx", format="onnx")
-    print(result)   # onnx check: onnxruntime vs torch on a batch of 2: max abs diff 4.8e-07 (tolerance 1e-04): pass
+    print(result)
+    # onnx check: onnxruntime vs torch on a batch of 2: max abs diff 4.8e-07 (tolerance 1e-04): pass
 
 or, from the shell, ``basetrainer export work_dirs/classification/model/last.pth --out model.onnx``.
 ``write_weights(checkpoint, "weights.pth")`` (``--out weights.pth``) writes the weights alone, one

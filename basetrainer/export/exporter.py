@@ -16,6 +16,7 @@ TorchScript uses ``torch.jit.trace``, which torch has deprecated in favour of
 ``torch.export``: prefer ``exported-program`` unless a consumer needs TorchScript.
 """
 import contextlib
+import io
 import math
 import os
 import warnings
@@ -27,6 +28,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..parallel import unwrap_model
+from ..utils.file_utils import atomic_path, atomic_write
 from ..utils.log import get_logger
 from . import onnx_tools
 
@@ -110,18 +112,25 @@ def export_model(model: nn.Module, example_input, path: str, format: str = "onnx
 
 
 def _write(module, inputs, path, format, dynamic_shapes, input_names, output_names, opset_version) -> None:
+    """Writes the file whole or not at all: ONNX through a temporary file renamed over ``path``; TorchScript and
+    exported programs into memory first, since torch's C++ writer aborts the process when the disk fills."""
     if format == "onnx":
         with torch.no_grad():
             num_outputs = len(_tensors(module(*inputs)))
-        torch.onnx.export(module, inputs, path, dynamo=True, verbose=False, external_data=False,
-                          dynamic_shapes=dynamic_shapes, opset_version=opset_version,
-                          input_names=list(input_names or _names("input", len(inputs))),
-                          output_names=list(output_names or _names("output", num_outputs)))
-    elif format == "torchscript":
+        with atomic_path(path) as temporary:
+            torch.onnx.export(module, inputs, temporary, dynamo=True, verbose=False, external_data=False,
+                              dynamic_shapes=dynamic_shapes, opset_version=opset_version,
+                              input_names=list(input_names or _names("input", len(inputs))),
+                              output_names=list(output_names or _names("output", num_outputs)))
+        return
+    buffer = io.BytesIO()
+    if format == "torchscript":
         with _torchscript_deprecation_silenced():
-            torch.jit.trace(module, inputs).save(path)
+            torch.jit.save(torch.jit.trace(module, inputs), buffer)
     else:
-        torch.export.save(torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes), path)
+        torch.export.save(torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes), buffer)
+    with atomic_write(path, binary=True) as stream:
+        stream.write(buffer.getbuffer())
 
 
 def _run_file(path: str, format: str, inputs: tuple) -> list:

@@ -3,7 +3,8 @@
 ::
 
     engine = ONNXEngine("model.onnx", use_gpu=False)
-    outputs = engine(images)        # images: a numpy array or tensor (B, C, H, W); outputs: numpy arrays
+    # images: a numpy array or tensor (B, C, H, W); outputs: numpy arrays
+    outputs = engine(images)
 
 The file comes from ``basetrainer export`` or :func:`basetrainer.export.export_model`.
 """

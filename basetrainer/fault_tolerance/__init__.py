@@ -15,7 +15,7 @@ import dataclasses
 import os
 
 from ..distributed.lighthouse import lighthouse_url
-from ..distributed.replica_groups import replica_group_from_environment
+from ..distributed.replica_groups import replica_group_from_environment, replica_job_from_environment
 from ..errors import ConfigError
 from .options import DiLoCoOptions, FaultTolerance
 
@@ -28,9 +28,14 @@ def start_replica_groups(options, device, cfg):
     None without ``fault_tolerance``, with the options to train with. Each group writes its run directory under
     ``work_dir/replica_groups/<group>`` (its logs, checkpoints, config), which ``cfg.work_dir`` then names too, so
     that the groups' files never collide and each resumes from its own (where the others' are not under it: a DiLoCo
-    group's own weights are its alone). A restarted group resumes from its last
+    group's own weights are its alone). In a group the local supervisor started, what libraries write to stderr goes
+    to the group's ``log/train.log`` once it joins, and the console shows basetrainer's lines only
+    (:mod:`basetrainer.utils.console`). A restarted group resumes from its last
     checkpoint (``resume: auto`` unless ``resume`` says otherwise) before it takes the live groups' state, so that
-    it loses only what it trained since, should none be alive."""
+    it loses only what it trained since, should none be alive. A job started afresh (``resume`` null) is a new run
+    in every group, as a plain run is in a used work_dir: a restarted group resumes only from checkpoints written
+    since the job started, never from an earlier job's. A group started after another finished the training (the
+    supervisor's file says so) raises :class:`~basetrainer.errors.TrainingAlreadyFinished`, which ends it with 0."""
     settings = options.fault_tolerance
     if not settings.enabled:
         return None, options
@@ -44,16 +49,24 @@ def start_replica_groups(options, device, cfg):
     if lighthouse is None:
         raise ConfigError("fault_tolerance.lighthouse: auto is started by launch() for the whole local job; this "
                           "process runs one group alone: give the lighthouse's address (http://host:port)")
+    supervised = replica_group_from_environment()[0] is not None  # its console is the supervisor's
+    job_started, finished_marker = replica_job_from_environment()
+    log_file = None
     if options.work_dir:
         work_dir = os.path.join(options.work_dir, "replica_groups", str(group_id))
         _set(cfg, "work_dir", work_dir)
         options = dataclasses.replace(options, work_dir=work_dir)
+        log_file = os.path.join(work_dir, "log", "train.log") if supervised else None
     if group_id:
         options = dataclasses.replace(options, progress=False)  # group 0's bar is the job's
+    files_since = job_started if options.resume is None else None  # an earlier job's checkpoints are not this one's
     if restarts and options.resume is None:
         options = dataclasses.replace(options, resume="auto")
     from .replica_groups import ReplicaGroups  # imports torchft: only when asked
-    return ReplicaGroups(settings, group_id, lighthouse_url(lighthouse), device), options
+    groups = ReplicaGroups(settings, group_id, lighthouse_url(lighthouse), device, log_file=log_file,
+                           files_since=files_since, finished_marker=finished_marker)
+    groups.stop_if_the_training_finished()  # restarted as the others finished: before anything is built
+    return groups, options
 
 
 def _set(cfg, key: str, value) -> None:

@@ -7,7 +7,8 @@
       lr: {_type: loguniform, _value: [0.001, 0.3]}
       weight_decay: {_type: loguniform, _value: [0.000001, 0.001]}
       batch_size: {_type: choice, _value: [32, 64, 128]}
-    trialCommand: python -m basetrainer.hpo.nni -c configs/config.yaml num_epochs=5 work_dir=work_dirs/nni
+    trialCommand: >-
+      python -m basetrainer.hpo.nni -c configs/config.yaml num_epochs=5 work_dir=work_dirs/nni
     trialCodeDirectory: .
     trialConcurrency: 1
     maxTrialNumber: 20

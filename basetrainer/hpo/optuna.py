@@ -3,14 +3,16 @@
 ::
 
     def objective(trial):
-        cfg = trial_config(["num_epochs=5", "work_dir=work_dirs/hpo"],
-                           {"lr": trial.suggest_float("lr", 1e-3, 0.3, log=True)}, f"trial_{trial.number}")
+        lr = trial.suggest_float("lr", 1e-3, 0.3, log=True)
+        cfg = trial_config(["num_epochs=5", "work_dir=work_dirs/hpo"], {"lr": lr},
+                           f"trial_{trial.number}")
         pruning = OptunaPruning(trial, indicator="Acc")
         run_trial(cfg, callbacks=[pruning])
         pruning.raise_if_pruned()
         return pruning.final_value
 
-    optuna.create_study(direction="maximize", storage="sqlite:///work_dirs/hpo/study.db").optimize(objective, 20)
+    study = optuna.create_study(direction="maximize", storage="sqlite:///work_dirs/hpo/study.db")
+    study.optimize(objective, 20)
 
 ``examples/hpo.py`` is this, complete. Needs ``pip install "basetrainer[hpo]"``.
 """

@@ -14,7 +14,8 @@ class Logger:
         start(history, resumed, step)      # at train begin
         log_params(params)                 # a fresh run only: the flattened config
         log_metrics(scalars, step)         # every log_freq batches: {"train/loss_step": 0.41, ...}
-        log_epoch(record, step)            # at each epoch end: {"epoch": 1, "lr": ..., "train": {...}, "test": {...}}
+        # at each epoch end: {"epoch": 1, "lr": ..., "train": {...}, "test": {...}}
+        log_epoch(record, step)
         log_artifact(path)                 # at train end: the curves picture, the files the run names
         close(failed)                      # at train end, or when training raised (failed=True)
 
@@ -40,7 +41,8 @@ class Logger:
         ...     name = "print"
         ...     def log_epoch(self, record, step):
         ...         print(f"epoch {record['epoch']}: {record['test']['Acc']:.1f}%")
-        >>> PrintAccuracy().log_epoch({"epoch": 3, "lr": 0.1, "train": {}, "test": {"Acc": 97.84}}, step=299)
+        >>> record = {"epoch": 3, "lr": 0.1, "train": {}, "test": {"Acc": 97.84}}
+        >>> PrintAccuracy().log_epoch(record, step=299)
         epoch 3: 97.8%
     """
 

@@ -1,7 +1,7 @@
 """LoggerFanOut: one run's loggers behind one object, so that a failing tracker costs only itself."""
 import os
 
-from ..errors import one_line
+from ..errors import disk_full, one_line
 from ..utils.log import get_logger
 from .base import Logger
 
@@ -9,9 +9,10 @@ from .base import Logger
 class LoggerFanOut:
     """Hands each record to every logger it owns, in order (see :class:`~.base.Logger` for the calls).
 
-    A logger that raises (a tracker whose server went away, whose library cannot start,
-    a full disk) is named in one error line and dropped: the run goes on with the others,
-    and the dropped one is not called again, not even to be closed. ``close`` ends the
+    A logger that raises (a tracker whose server went away, whose library cannot start) is
+    named in one error line and dropped: the run goes on with the others, and the dropped one
+    is not called again, not even to be closed. A full disk stops the run instead, in one line
+    (:class:`~basetrainer.errors.DiskFullError`): the run's next checkpoint would not fit either. ``close`` ends the
     loggers once; later calls do nothing. The loggers' states (a tracker's run id) are
     kept by name, also those of loggers dropped along the way, so a resumed run continues
     their runs.
@@ -60,6 +61,8 @@ class LoggerFanOut:
             try:
                 getattr(logger, call)(*args)
             except Exception as error:  # a logger's failure is its own: training and the other loggers go on
+                if disk_full(error) is not None:  # but a full disk is the run's: its next checkpoint would not fit
+                    raise disk_full(error) from None
                 self._active.remove(logger)
                 get_logger().error("logger %s failed in %s and is dropped, training goes on without it: %s: %s",
                                    _name(logger), call, type(error).__name__, one_line(error))

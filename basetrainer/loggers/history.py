@@ -4,7 +4,7 @@ import io
 import json
 import os
 
-from ..utils.file_utils import write_text_atomic
+from ..utils.file_utils import append_text, write_text_atomic
 from .base import Logger, flatten
 
 
@@ -31,8 +31,10 @@ class HistoryLogger(Logger):
         >>> from basetrainer.loggers import HistoryLogger
         >>> history = HistoryLogger(tempfile.mkdtemp())
         >>> history.start([], resumed=False, step=0)
-        >>> history.log_epoch({"epoch": 1, "lr": 0.1, "train": {"loss": 0.9}, "test": {"Acc": 80.0}}, step=99)
-        >>> history.log_epoch({"epoch": 2, "lr": 0.1, "train": {"loss": 0.4}, "test": {"Acc": 91.5}}, step=199)
+        >>> history.log_epoch({"epoch": 1, "lr": 0.1, "train": {"loss": 0.9}, "test": {"Acc": 80.0}},
+        ...                   step=99)
+        >>> history.log_epoch({"epoch": 2, "lr": 0.1, "train": {"loss": 0.4}, "test": {"Acc": 91.5}},
+        ...                   step=199)
         >>> print(open(history.csv_path).read(), end="")
         epoch,lr,train_loss,test_Acc
         1,0.1,0.9,80.0
@@ -69,11 +71,8 @@ class HistoryLogger(Logger):
         if self.columns is None:
             self.columns = history_columns(record, self.indicators)
         new_file = not os.path.isfile(self.csv_path)
-        os.makedirs(self.log_dir, exist_ok=True)
-        with open(self.csv_path, "a", newline="", encoding="utf-8") as stream:
-            stream.write(_csv_text(self.columns, [self._row(record)], header=new_file))
-        with open(self.jsonl_path, "a", encoding="utf-8") as stream:
-            stream.write(json.dumps(record) + "\n")
+        append_text(self.csv_path, _csv_text(self.columns, [self._row(record)], header=new_file))
+        append_text(self.jsonl_path, json.dumps(record) + "\n")
 
     def _row(self, record) -> dict:
         row = history_row(record)

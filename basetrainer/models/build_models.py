@@ -46,8 +46,8 @@ def get_models(
 ) -> nn.Module:
     """The torchvision classification model ``net_type`` (or timm's, ``timm/<name>``) with a ``num_classes``-way head.
 
-    ``net_type`` is ``timm/`` and any name of ``timm.list_models()`` (random weights, offline; see
-    :mod:`.timm_models`), or any name in ``torchvision.models.list_models(module=torchvision.models)``,
+    ``net_type`` is ``timm/`` and any name of ``timm.list_models()`` (its pretrained weights through timm's own
+    loader; see :mod:`.timm_models`), or any name in ``torchvision.models.list_models(module=torchvision.models)``,
     case-insensitive (also ``mobilenet_v3``, ``efficientnet``, ``convnext``, ``vit``,
     ``regnet``, ``swin`` for their usual member). ``input_size`` (``[w, h]`` or an int)
     sets ViT's ``image_size`` and MaxViT's ``input_size``; other models take any size.
@@ -66,13 +66,12 @@ def get_models(
         kwargs["width_mult"] = width_mult
     kwargs.update(_input_size_kwargs(name, input_size))
 
-    if is_timm_name(name):
-        model = build_timm_model(name, num_classes, input_size)
-    else:
-        try:
-            model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
-        except (ValueError, AssertionError) as error:  # e.g. MaxViT: an input_size its windows do not divide
-            raise ConfigError(f"{name} cannot be built for input_size {input_size}: {_first_line(error)}") from None
+    if is_timm_name(name):  # timm loads its own weights (pretrained_cfg_overlay for a file)
+        return build_timm_model(name, num_classes, input_size, pretrained)
+    try:
+        model = tv.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+    except (ValueError, AssertionError) as error:  # e.g. MaxViT: an input_size its windows do not divide
+        raise ConfigError(f"{name} cannot be built for input_size {input_size}: {_first_line(error)}") from None
     if pretrained is True:
         _load_pretrained(model, _torchvision_weights_file(name, tv), name)
     elif pretrained:
@@ -121,10 +120,6 @@ def check_model_options(net_type: str, width_mult: float = 1.0, pretrained=False
             raise ConfigError(f"{name} has no width_mult; use width_mult=1.0 or one of: {supported}")
         if pretrained is True:
             raise ConfigError(f"torchvision has {name} weights only for width_mult=1.0; set pretrained=False")
-    if is_timm_name(name) and pretrained is True:
-        raise ConfigError(f"{name} is built offline: pretrained=True would fetch its weights from the Hugging Face "
-                          f"hub; give pretrained=<weights file> (e.g. saved from timm.create_model(..., "
-                          f"pretrained=True)) or pretrained=False")
     _input_size_kwargs(name, input_size)
     return name
 

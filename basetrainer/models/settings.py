@@ -19,7 +19,8 @@ MODEL_SETTINGS = Schema([
     Setting("width_mult", Number(0, 4, above=True), 1.0, "width multiplier, MobileNets only", group="model",
             flag={}),
     Setting("pretrained", OneOf(Boolean(), Text(non_empty=True, meaning="a path")), False,
-            "true for torchvision's ImageNet weights (downloaded once), or a weights file", group="model"),
+            "true for the network's pretrained weights (torchvision's ImageNet weights, or a timm model's, fetched "
+            "once by timm), or a weights file", group="model"),
     Setting("num_classes", Integer(minimum=1), None, "the number of classes, read from the data", nullable=True,
             group="run"),
     Setting("classes", ListOf(Text()), None, "the class names, read from the data", nullable=True, group="run"),

@@ -2,8 +2,10 @@
 
 Four named dimensions, outermost first (torchtitan's names and order)::
 
-    pp             pipeline parallel: the model's layers split into stages, one group of processes per stage
-    dp_replicate   whole copies of the (sharded) model, gradients all-reduced between them (HSDP's outer dim)
+    pp             pipeline parallel: the model's layers split into stages, one group of processes
+                   per stage
+    dp_replicate   whole copies of the (sharded) model, gradients all-reduced between them (HSDP's
+                   outer dim)
     dp_shard       FSDP: parameters, gradients and optimizer state sharded over these processes
     tp             tensor parallel: each layer's matrices split over these processes
 

@@ -29,6 +29,12 @@ _NAMES = {
     "constant": "constant", "fixed": "constant",
 }
 KNOWN_SCHEDULERS = "multi-step, step, cosine, exp (ExpLR), poly, one-cycle (LambdaLR), constant"
+#: What ``milestones: auto`` means: these shares of the run (half and three quarters: epochs 6 and 9 of 12).
+AUTO_MILESTONES = (0.5, 0.75)
+#: What ``num_warn_up: auto`` means: one epoch, or this share of the run when that is shorter.
+AUTO_WARM_UP_SHARE = 0.1
+#: Below this share of the run at half the set lr or more, the schedule warns that it leaves little training there.
+NEAR_SET_LR = 0.25
 
 
 class LRSchedulerCallback(Callback):
@@ -176,7 +182,10 @@ def get_scheduler(
     ``div_factor``, ``final_div_factor`` as in ``torch.optim.lr_scheduler.OneCycleLR``)
     or constant. The first ``num_warn_up`` epochs (may be fractional) ramp linearly, per
     batch, from ``warmup_start_factor * lr_init`` to the main schedule's value there; a
-    warm-up longer than the run is cut to the run, with a warning.
+    warm-up longer than the run is cut to the run, with a warning. ``num_warn_up="auto"`` is one epoch, or a tenth of the run when that is shorter;
+    ``milestones="auto"`` is half and three quarters of the run: neither changes meaning with the
+    run's unit. The log says what the schedule does in the units its settings were read in, and warns
+    when it keeps the lr at half its set value or more for under a quarter of the run.
     ``min_lr`` is relative to ``lr_init``; other param groups floor at the same fraction.
 
     The earlier library's ``num_cycles`` and ``decay`` keep their meaning: cosine goes down
@@ -186,17 +195,19 @@ def get_scheduler(
     schedules ignore them, with a warning, as the earlier library did.
 
     With ``max_iters`` (training for that many optimizer steps) the schedule runs over the
-    steps instead: ``milestones``, ``step_size`` and ``num_warn_up`` count steps, exp
+    steps instead: ``milestones``, ``step_size`` and ``num_warn_up`` given as numbers count steps, exp
     decays by ``gamma`` every ``step_size`` steps, and ``num_epochs``/``num_steps`` are
     not used.
     """
     name = schedule_name(scheduler)
     unit = "epochs"
+    num_warn_up = _auto_warm_up(num_warn_up, num_epochs, num_steps, max_iters)
     if max_iters is not None:  # one step is the unit: a run of max_iters "epochs" of one step each
         num_epochs, num_steps, unit = max_iters, 1, "steps"
         if name == "exp" and not step_size:
             raise ConfigError("scheduler exp with max_iters needs step_size: the steps over which lr is multiplied "
                               "by gamma")
+    milestones = _auto_milestones(milestones, num_epochs)
     for key, value in (("max_iters" if max_iters is not None else "num_epochs", num_epochs), ("num_steps", num_steps)):
         if not isinstance(value, numbers.Integral) or value < 1:
             raise ConfigError(f"{key} must be a positive integer, got {value!r}")
@@ -234,9 +245,56 @@ def get_scheduler(
     else:
         main = schedules.constant()
 
-    warmup_iters = round(num_warn_up * num_steps)
-    factor = schedules.with_linear_warmup(main, warmup_iters, warmup_start_factor)
+    factor = schedules.with_linear_warmup(main, round(num_warn_up * num_steps), warmup_start_factor)
+    say_schedule(name, factor, total, num_steps, unit, num_warn_up, milestones if name == "multi-step" else None)
     return LRSchedulerCallback(optimizer, factor, lr_init, num_steps=num_steps, per_optimizer_step=max_iters is not None)
+
+
+def say_schedule(name, factor, total, num_steps, unit, num_warn_up, milestones) -> None:
+    """Logs what the schedule does, in the units its settings were read in (epochs, or steps under ``max_iters``),
+    and warns when it leaves the run little time near the set lr: under :data:`NEAR_SET_LR` of its iterations at
+    half the set value or more (a multi-step schedule whose milestones came early, a long warm-up into a decay)."""
+    per_unit = f" of {num_steps} batches" if unit == "epochs" else ""
+    parts = [f"{name} over {total // max(num_steps, 1)} {unit}{per_unit}"]
+    if num_warn_up:
+        parts.append(f"warm-up {num_warn_up:g} {unit}")
+    if milestones:
+        parts.append(f"lr x gamma at {unit} {', '.join(f'{m:g}' for m in sorted(milestones))}")
+    near = _share_near_set_lr(factor, total)
+    parts.append(f"{100 * near:.0f}% of the run at half the set lr or more")
+    logger.info("lr schedule: %s", " | ".join(parts))
+    if near < NEAR_SET_LR:
+        logger.warning("the lr schedule (%s) keeps the lr at half its set value or more for only %.0f%% of the run: "
+                       "num_warn_up and %s leave little training at the set lr; check them against the run's "
+                       "length (they count %s)", " | ".join(parts[:-1]), 100 * near,
+                       "milestones" if milestones else "the decay", unit)
+
+
+def _share_near_set_lr(factor, total: int, samples: int = 2000) -> float:
+    """The share of the run's ``total`` iterations where ``factor`` is 0.5 or more (at most ``samples`` points)."""
+    if total <= 0:
+        return 1.0
+    points = range(0, total, max(1, total // samples))
+    return sum(factor(it) >= 0.5 for it in points) / len(points)
+
+
+def _auto_warm_up(num_warn_up, num_epochs, num_steps, max_iters):
+    """``num_warn_up`` in the run's unit: ``"auto"`` is one epoch (``num_steps`` steps under ``max_iters``), or
+    :data:`AUTO_WARM_UP_SHARE` of the run when that is shorter."""
+    if not (isinstance(num_warn_up, str) and num_warn_up.strip().lower() == "auto"):
+        return num_warn_up
+    if max_iters is not None:
+        return min(num_steps or 1, AUTO_WARM_UP_SHARE * max_iters)
+    return min(1, AUTO_WARM_UP_SHARE * num_epochs)
+
+
+def _auto_milestones(milestones, run_length):
+    """``milestones`` in the run's unit: ``"auto"`` (or ``["auto"]``, as ``--milestones auto`` gives it) is
+    :data:`AUTO_MILESTONES` of ``run_length``."""
+    word = milestones[0] if isinstance(milestones, (list, tuple)) and len(milestones) == 1 else milestones
+    if isinstance(word, str) and word.strip().lower() == "auto":
+        return [round(share * run_length, 2) for share in AUTO_MILESTONES]
+    return milestones
 
 
 def _earlier_decay(name, num_cycles, decay, gamma, num_epochs, epochs_per_decay):

@@ -14,7 +14,8 @@ param group is ``base_lr * factor(it)``. With ``S`` batches per epoch and
                  down and up c - 1 times before the last fall, times d ** ((c - 0.5) * p)
     poly         floor + (1 - floor) * (1 - p) ** power
     one_cycle    cos-anneal from 1/div_factor up to 1 over the first pct_start * T iterations,
-                 then down to 1/(div_factor * final_div_factor) at T (as OneCycleLR, anneal_strategy="cos")
+                 then down to 1/(div_factor * final_div_factor) at T (as OneCycleLR,
+                 anneal_strategy="cos")
 
 The main schedule's clock starts at 0, not at the end of warm-up, so milestones are plain
 epoch numbers. ``with_linear_warmup`` replaces the first ``W`` iterations by a straight

@@ -4,7 +4,8 @@ time each takes to reach a target.
 ::
 
     basetrainer study --batch-sizes 16 32 64 128 256 512 --base-batch-size 64 --target-value 98
-    basetrainer study --batch-sizes 32 64 --processes 2 --rule sqrt --base-batch-size 64 -- optim_type=AdamW lr=1e-3
+    basetrainer study --batch-sizes 32 64 --processes 2 --rule sqrt --base-batch-size 64 \\
+        -- optim_type=AdamW lr=1e-3
     basetrainer study --batch-sizes 64 128 --rule none --script train.py -- -c my.yaml num_epochs=5
 """
 import argparse
@@ -15,7 +16,7 @@ from ..errors import BaseTrainerError, exit_with
 from .plan import STUDY_SETTINGS, StudyPlan
 from .runner import run_study
 
-USAGE = "%(prog)s --batch-sizes N [N ...] [options] [-- training flags and key=value overrides]"
+USAGE = "%(prog)s --batch-sizes N [N ...] [options] [-- TRAINING_ARGUMENT ...]"
 
 
 def get_parser(prog=None):
@@ -39,8 +40,8 @@ def get_parser(prog=None):
                "\n"
                "examples:\n"
                "  %(prog)s --batch-sizes 16 32 64 128 256 512 --base-batch-size 64 --target-value 98\n"
-               "  %(prog)s --batch-sizes 32 64 --processes 2 --rule sqrt --base-batch-size 64 -- optim_type=AdamW "
-               "lr=0.001\n"
+               "  %(prog)s --batch-sizes 32 64 --processes 2 --rule sqrt --base-batch-size 64 \\\n"
+               "      -- optim_type=AdamW lr=0.001\n"
                "  %(prog)s --batch-sizes 64 128 --rule none --script train.py -- -c my.yaml num_epochs=5",
     )
     add_setting_flags(parser, STUDY_SETTINGS, checked=True)

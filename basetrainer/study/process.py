@@ -5,7 +5,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ..distributed.launch import die_with_parent
+from ..distributed.children import die_with_parent
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what stops a study (runner.py turns SIGTERM into Ctrl-C's error)
 OUTPUT_FILE = "output.log"  # the run's stdout and stderr, in its work_dir

@@ -1,19 +1,18 @@
 """A study's table: one row per run, read from the run's folder once it has ended, and ``study.csv`` / ``study.md``.
 
-A run's row comes from what the run wrote: ``log/history.jsonl`` (per epoch: the evaluated metric, the
-training time so far, samples/s, peak memory), ``log/target.json`` (when and where the target was
-reached) and ``config.yaml`` (the lr and the accumulation it ran with), with how its process ended.
-The row is written once, beside the run (``study_row.json``), and the tables are made from those files:
-a study started again writes the same rows for the runs it had done.
+A run's row comes from what the engine wrote, whatever callbacks the run's trainer has:
+``log/run_summary.json`` (per epoch: the evaluated metric, the training time so far, samples/s, peak memory;
+the lr and the accumulation the run trained with; see :mod:`basetrainer.engine.run_summary`) and
+``log/target.json`` (when and where the target was reached, :mod:`basetrainer.engine.target`), with how its
+process ended. The row is written once, beside the run (``study_row.json``), and the tables are made from
+those files: a study started again writes the same rows for the runs it had done.
 """
 import csv
 import io
 import json
 import os
 
-import yaml
-
-from ..engine.lr_scaling import LRScalingRule
+from ..engine.run_summary import SUMMARY_FILE
 from ..engine.target import TARGET_FILE, Target
 from ..utils.file_utils import write_text_atomic
 
@@ -42,20 +41,20 @@ def run_row(run_dir: str, batch_size: int, plan, outcome) -> dict:
     and its curve: ``{"row": {...}, "curve": [[training seconds, metric value], ...]}`` (one point per epoch
     that evaluated the metric). ``plan``: the study's :class:`~.plan.StudyPlan`; ``outcome``: how the run's
     process ended (:class:`~.process.Outcome`)."""
-    records = _read_jsonl(os.path.join(run_dir, "log", "history.jsonl"))
+    summary = _read_json(os.path.join(run_dir, "log", SUMMARY_FILE)) or {}
+    records = summary.get("epochs", [])
     target = _read_json(os.path.join(run_dir, "log", TARGET_FILE)) or {}
-    config = _read_yaml(os.path.join(run_dir, "config.yaml")) or {}
     metric = Target(plan.target_metric, 0.0, plan.target_mode)
     values = [metric.read(record.get("test", {})) for record in records]
     times = [record.get("time_s") for record in records]
     evaluated = [value for value in values if value is not None]
     best = (max if plan.target_mode == "max" else min)(evaluated) if evaluated else None
-    global_batch = batch_size * plan.processes * int(config.get("accumulate_grad_batches", 1))
+    global_batch = batch_size * plan.processes * int(summary.get("accumulate_grad_batches") or 1)
     epoch_seconds = [later - earlier for earlier, later in zip([0.0, *times], times)] if None not in times else []
     row = {
         "batch_size": batch_size,
         "global_batch": global_batch,
-        "lr": _scaled_lr(config.get("lr"), global_batch, plan),
+        "lr": summary.get("lr"),  # as lr_scaling scaled it for this global batch
         # the first epoch's speed includes the warm-up of allocators and caches: left out when there are others
         "samples_per_s": _mean([record.get("samples_per_s") for record in records[1:] or records]),
         "epoch_s": _mean(epoch_seconds),
@@ -66,18 +65,12 @@ def run_row(run_dir: str, batch_size: int, plan, outcome) -> dict:
         "best": best,
         "final": values[-1] if values else None,
         "training_s": times[-1] if times else None,
-        "peak_memory_gib": max((record["peak_memory_gib"] for record in records if "peak_memory_gib" in record),
-                               default=None),
+        "peak_memory_gib": max((record["peak_memory_gib"] for record in records
+                                if record.get("peak_memory_gib") is not None), default=None),
         "status": outcome.status,
     }
     curve = [[time_s, value] for time_s, value in zip(times, values) if time_s is not None and value is not None]
     return {"row": row, "curve": curve}
-
-
-def _scaled_lr(lr, global_batch: int, plan):
-    """The lr the run trained at (before warm-up and schedules): ``lr`` of its config, scaled by the study's rule
-    as the run's ``lr_scaling`` scaled it."""
-    return None if lr is None else float(lr) * LRScalingRule(plan.rule, plan.base_batch_size).factor(global_batch)
 
 
 # ------------------------------------------------------------------ row files
@@ -131,22 +124,8 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
-def _read_jsonl(path: str) -> list:
-    if not os.path.isfile(path):
-        return []
-    with open(path, encoding="utf-8") as stream:
-        return [json.loads(line) for line in stream if line.strip()]
-
-
 def _read_json(path: str):
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as stream:
         return json.load(stream)
-
-
-def _read_yaml(path: str):
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as stream:
-        return yaml.safe_load(stream)

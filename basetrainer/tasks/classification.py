@@ -4,7 +4,8 @@
 
     python examples/example.py                         # the handwritten digits, written on first use
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
-    basetrainer train --distributed --gpu_id 0 1       # 2 processes (2 GPUs, or 2 CPU processes with gloo)
+    # 2 processes (2 GPUs, or 2 CPU processes with gloo):
+    basetrainer train --distributed --gpu_id 0 1
     basetrainer train lr=0.05 milestones=[8,12]        # any config key as key=value
 
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command
@@ -31,9 +32,9 @@ from ..checkpoint import files as checkpoint_files
 from ..checkpoint.weights import load_weights
 from ..criterion.criterion import get_criterion
 from ..data import check_same_classes, write_digits_imagefolder
+from ..data.images.crops import Recipe
 from ..data.images.decoders import image_folder, resolve_decoder
 from ..data.images.photo_digits import write_photo_digits
-from ..data.images.crops import Recipe
 from ..data.images.reference_recipe import reference_transform
 from ..engine.trainer import EngineTrainer
 from ..errors import ConfigError
@@ -82,7 +83,7 @@ class ClassificationTrainer(EngineTrainer):
         self.classes = dataset.classes
         cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
-                                     distributed=cfg.distributed, collate_fn=collate)
+                                     collate_fn=collate)
 
     def build_test_loader(self, cfg, **kwargs):
         if not cfg.test_data:
@@ -91,7 +92,7 @@ class ClassificationTrainer(EngineTrainer):
         check_same_classes(self.train_loader.dataset, dataset)
         # Sharded without padding: every test image is counted once, whatever the number of processes.
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
-                                     distributed=cfg.distributed, collate_fn=collate)
+                                     collate_fn=collate)
 
     def _image_folder(self, cfg, root, train, name):
         """``(dataset, collate_fn)``: the folder ``root`` as ``decoder`` makes its batches (see
@@ -115,7 +116,7 @@ class ClassificationTrainer(EngineTrainer):
             model = model_pruning(model, input_size=[1, 3, height, width], sparsity=cfg.prune_sparsity,
                                   prune_mod=cfg.prune_mod, output_prune=os.path.join(cfg.work_dir, "prune"),
                                   logger=self.logger)
-        return self.build_model_parallel(model, cfg.gpu_id, distributed=cfg.distributed)
+        return self.build_model_parallel(model, cfg.gpu_id)
 
     def load_finetune(self, model, path, cfg):
         """Loads the weights of ``path`` into ``model``; layers whose shape differs (the head) keep fresh weights."""

@@ -45,6 +45,14 @@ def _auto_or_integer(text: str):
         return text
 
 
+def _auto_or_number(text: str):
+    """A flag's text as a number where it is one (``--num_warn_up 0.5``), else as typed (``auto``)."""
+    try:
+        return float(text) if any(mark in text.lower() for mark in ".e") else int(text)
+    except ValueError:
+        return text
+
+
 TASK_ONLY = Schema([
     Setting("config_file", _PATH, None, "YAML config file (configs/config.yaml documents every key)",
             nullable=True, group="command line", flag={"names": ("-c", "--config_file")}),
@@ -96,11 +104,13 @@ TASK_ONLY = Schema([
                                           "SmoothL1Loss"), "CELoss", "the loss", group="optimisation", flag={}),
     Setting("scheduler", Named(schedule_name, "multi-step, cosine, exp, poly, one-cycle or constant"), "cosine",
             "the lr schedule", group="optimisation", flag={}),
-    Setting("milestones", ListOf(Integer(minimum=0)), [6, 9],
-            "multi-step: where lr is multiplied by 0.1", unit="epochs (steps with max_iters)", group="optimisation",
-            flag={"nargs": "+"}),
-    Setting("num_warn_up", Number(0), 1.0, "linear lr warm-up (may be fractional; 0: none)",
-            unit="epochs (steps with max_iters)", group="optimisation", flag={}),
+    Setting("milestones", OneOf(Choice("auto"), ListOf(Integer(minimum=0))), "auto",
+            "multi-step: where lr is multiplied by 0.1 (auto: at half and three quarters of the run)",
+            unit="epochs (steps with max_iters)", group="optimisation",
+            flag={"nargs": "+", "type": _auto_or_integer}),
+    Setting("num_warn_up", OneOf(Choice("auto"), Number(0)), "auto",
+            "linear lr warm-up (may be fractional; 0: none; auto: one epoch, or a tenth of the run if shorter)",
+            unit="epochs (steps with max_iters)", group="optimisation", flag={"type": _auto_or_number}),
     # ---------------------------------------------------------------- runtime
     Setting("distributed", Boolean(), False,
             "one process per gpu_id (without CUDA: that many CPU processes with gloo)", group="runtime", flag={}),

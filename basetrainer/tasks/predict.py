@@ -2,7 +2,7 @@
 
 ::
 
-    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ \
+    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ \\
         --out predictions.csv --topk 3
 
 ``--data`` is a folder of images, or an ImageFolder tree (one sub-folder per class): every

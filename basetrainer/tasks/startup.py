@@ -12,7 +12,7 @@ from ..config import save_config
 from ..data.loaders import resolve_num_workers
 from ..distributed import comm
 from ..distributed.launch import launch
-from ..errors import BaseTrainerError, exit_with
+from ..errors import BaseTrainerError, disk_full, exit_with
 from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
 
@@ -42,8 +42,10 @@ def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_note="
                         "process (%s)%s", trainer.train_num, train_from, trainer.test_num, test_from,
                         cfg.num_classes, trainer.num_workers, trainer.num_workers_reason,
                         f" | {data_note}" if data_note else "")
+    replicas = comm.get_data_parallel_world_size()  # the process group's, however it was started (launch, Ray...)
+    together = f" per process, {cfg.batch_size * replicas} over {replicas} processes" if replicas > 1 else ""
     length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
-        f" of batches of {cfg.batch_size} ({trainer.num_batches} per epoch)"
+        f" of batches of {cfg.batch_size}{together} ({trainer.num_batches} per epoch)"
     trainer.logger.info("model: %s, %.2fM parameters, input %s%s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
                         "x".join(map(str, cfg.input_size)), model_note, cfg.optim_type, cfg.lr, length)
 
@@ -92,3 +94,7 @@ def task_main(parse_config, train, argv, prog) -> None:
         train(cfg)
     except BaseTrainerError as error:
         exit_with(error)
+    except OSError as error:  # a full disk found by a write of a library's own (an export, a DCP shard)
+        if disk_full(error) is None:
+            raise
+        exit_with(disk_full(error))

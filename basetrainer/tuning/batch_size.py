@@ -17,6 +17,7 @@ from typing import List, Optional
 import torch
 
 from ..distributed import comm
+from ..engine.lr_scaling import RULES
 from ..errors import ConfigError
 from .memory import MIB, PeakGrowth, available_memory, release_freed_memory
 from .tool_settings import check_batch_find
@@ -24,6 +25,10 @@ from .snapshot import TrainerSnapshot
 from .steps import optimizer_steps
 
 BUDGET_SHARE = 0.8  # of the memory available at the start, when max_memory is not given (CPU)
+# Optimizers that divide each step by a running estimate of the gradient's size: their lr follows the batch's
+# square root (the batch-size guide, "Linear or square root").
+ADAPTIVE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop, torch.optim.Adagrad, torch.optim.Adamax,
+            torch.optim.NAdam, torch.optim.RAdam)
 THROUGHPUT_GAIN = 1.10  # a larger size that does not raise samples/s by more than this is not worth it
 
 
@@ -52,11 +57,15 @@ class BatchSizeResult:
     budget_mib: Optional[float]
     limited_by_data: bool
     limited_by_trials: bool = False
+    lr_scaling: str = ""  # the override's lr_scaling part, when the run does not scale its lr already
+    lr_note: str = ""  # what the lr becomes at the knee, and by which rule
 
     @property
     def override(self) -> str:
-        """The recommended size as a ``key=value`` override: the knee, the fastest size per sample that fits."""
-        return f"batch_size={self.knee}"
+        """The recommended size as ``key=value`` overrides: the knee, the fastest size per sample that fits, and,
+        unless the run scales its lr already, ``lr_scaling`` from the batch its lr was chosen for (a larger batch
+        at the same lr trains the quick start to 49% against 96%)."""
+        return f"batch_size={self.knee}" + (f" 'lr_scaling={self.lr_scaling}'" if self.lr_scaling else "")
 
     def rows(self) -> list:
         """The trials sorted by size, as dicts (the CSV's rows)."""
@@ -107,8 +116,28 @@ def find_batch_size(trainer, first_size: int = 2, max_memory: Optional[float] = 
                           f"or raise max_memory")
     by_data = largest == per_process and all(trial.fits for trial in trials)
     settled = by_data or any(trial.batch_size == largest + 1 and not trial.fits for trial in trials)
-    return BatchSizeResult(trials, largest, _knee(trials), None if budget is None else budget / MIB, by_data,
-                           limited_by_trials=not settled)
+    knee = _knee(trials)
+    return BatchSizeResult(trials, largest, knee, None if budget is None else budget / MIB, by_data,
+                           not settled, *_lr_at(trainer, knee))
+
+
+def _lr_at(trainer, size: int) -> tuple:
+    """``(lr_scaling override, note)`` for training at ``size`` per process: the lr follows the batch. Under
+    ``lr_scaling`` the run's own rule does it (no override); otherwise the rule the batch-size guide gives for the
+    optimizer (sqrt for Adam-type ones, which divide each step by the gradient's size; linear for SGD), from the
+    global batch the config's lr was chosen for."""
+    now = trainer.train_loader.batch_size
+    lr = trainer.optimizer.param_groups[0].get("initial_lr", trainer.optimizer.param_groups[0]["lr"])
+    if size == now:
+        return "", f"the lr stays {lr:.3g} at batch {size}, the config's"
+    scaling = trainer.options.lr_scaling
+    rule = scaling.rule if scaling.enabled else "sqrt" if isinstance(trainer.optimizer, ADAPTIVE) else "linear"
+    scaled = f"{lr:.3g} at batch {now} -> {lr * RULES[rule](size / now):.3g} at batch {size}"
+    if scaling.enabled:
+        return "", f"lr_scaling ({rule}) scales the lr with the batch: {scaled}"
+    base = now * comm.get_data_parallel_world_size() * trainer.state.accumulate_grad_batches
+    return (f"{{rule: {rule}, base_batch_size: {base}}}",
+            f"the lr follows the batch by the {rule} rule for {type(trainer.optimizer).__name__}: {scaled}")
 
 
 def _search(fits, first: int, cap: int, max_trials: int) -> Optional[int]:

@@ -6,7 +6,7 @@
     basetrainer lr-find --min_lr 1e-6 --max_lr 1 --num_steps 50 optim_type=AdamW
 
 Writes ``<work_dir>/lr_find/lr_find.csv`` (step, lr, loss, smoothed loss) and ``lr_find.png`` (loss against lr,
-the suggestion marked), and prints the suggestion as a ready override, ``lr=<value>``, on the last line.
+the suggestion and the lowest point marked), and prints the suggestion as a ready override, ``lr=<value>``, on the last line.
 """
 import os
 
@@ -17,11 +17,12 @@ from .reports import plot_lr_find, write_csv
 
 DESCRIPTION = ("The learning-rate range test (Smith; fastai's and Lightning's lr_find): trains the task's model\n"
                "for num_steps optimizer steps while the lr grows exponentially from min_lr to max_lr, stops once\n"
-               "the smoothed loss diverges, and suggests the lr where the loss falls fastest. It takes every flag\n"
-               "and KEY=VALUE of 'basetrainer train' (the model, optimizer and data are the training run's).\n"
-               "It writes WORK_DIR/lr_find/lr_find.csv and lr_find.png, and prints lr=<suggestion> last.")
+               "the loss diverges, and suggests the lr where the loss falls fastest before its lowest point.\n"
+               "It takes every flag and KEY=VALUE of 'basetrainer train' (the model, optimizer and data are the\n"
+               "training run's). It writes WORK_DIR/lr_find/lr_find.csv and lr_find.png, and prints\n"
+               "lr=<suggestion> last.")
 EXAMPLES = ("--input_size 8 8 --num_steps 50    # the bundled digits",
-            "--train_data D/train --net_type resnet18 optim_type=AdamW --min_lr 1e-6 --max_lr 1")
+            "--train_data D/train --net_type resnet18 optim_type=AdamW --max_lr 1")
 TITLE = "the range test"
 
 

@@ -16,14 +16,18 @@ def write_csv(rows, path: str) -> str:
 
 def plot_lr_find(result, path: str) -> str:
     """The smoothed loss (and, faint, each step's) against the learning rate on a log axis, with the suggestion
-    marked; the loss axis spans the smoothed loss, so that one wild step of the divergence does not flatten the
-    curve. Returns ``path``."""
+    and the lowest smoothed loss marked; the loss axis spans the smoothed loss, so that one wild step of the
+    divergence does not flatten the curve. Returns ``path``."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(7, 4.5), layout="constrained")
     ax = figure.subplots()
     ax.plot(result.lrs, result.losses, color="tab:blue", alpha=0.25, linewidth=1, label="loss")
     ax.plot(result.lrs, result.smoothed, color="tab:blue", label="smoothed loss")
+    if result.smoothed:
+        lowest = result.lrs.index(result.lowest)
+        ax.plot([result.lowest], [result.smoothed[lowest]], "v", color="tab:gray", markersize=8,
+                label=f"lowest smoothed loss: lr {result.lowest:.3g}")
     if result.suggestion is not None:
         at = result.lrs.index(result.suggestion)
         ax.plot([result.suggestion], [result.smoothed[at]], "o", color="tab:red", markersize=8,

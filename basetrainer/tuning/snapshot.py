@@ -2,71 +2,56 @@
 
 A learning-rate range test or a batch-size trial trains: it moves the weights, the optimizer's state and lr, the
 BatchNorm statistics, the random streams, the training loader's sampler and the trainer's counters.
-:class:`TrainerSnapshot` copies all of them when made and writes them back, in place, on every ``restore()``,
-so that objects holding a reference to one of them (a schedule holding the optimizer, a callback holding the
-loader) see the restored values. Callbacks are left alone: a probe fires no event. The copies of tensors on a
-GPU are kept in host memory, so that a probe of what fits (the batch-size finder) has the device to itself;
-DTensors (FSDP shards) are copied where they are.
+:class:`TrainerSnapshot` holds the training checkpoint's parts (those the trainer hands its
+:class:`~basetrainer.checkpoint.manager.CheckpointManager`, so that a part added for a new feature is held too)
+in memory, and writes them back in place on every ``restore()``, so that objects holding a reference to one of them
+(a schedule holding the optimizer, a callback holding the loader) see the restored values. Beside the parts, it
+holds what no checkpoint needs because a resumed run starts in a new process: gradients, each module's train/eval
+mode, the loader's sampler and the generators it draws from, and the run state's every field.
 """
 import copy
 import dataclasses
 
 import torch
 
-from ..checkpoint.rng import get_rng_state, set_rng_state
 from ..data.samplers import find_sampler
 from ..errors import ConfigError
-from ..parallel.base import is_dtensor
+
+SNAPSHOT = "the state before the probe"  # what a part's messages call where it was loaded from
 
 
 class TrainerSnapshot:
     """The state of ``trainer`` (after ``build()``) that training changes; ``restore()`` puts it back, bitwise."""
 
     def __init__(self, trainer):
-        parts = trainer.strategy.checkpoint_parts()
-        if parts:  # their state (replicas' own weights, error feedback) is no tensor of the model's to copy back
-            raise ConfigError(f"the tuning tools cannot put back the state of {', '.join(sorted(parts))}: "
+        own = trainer.strategy.checkpoint_parts()
+        if own:  # their state (replicas' own weights, error feedback) moves off the model's tensors with each step
+            raise ConfigError(f"the tuning tools cannot put back the state of {', '.join(sorted(own))}: "
                               f"run them without the communication option that keeps it (local_sgd, powersgd)")
         self.trainer = trainer
-        model = trainer.model
-        self._tensors = _unique([*model.parameters(), *model.buffers()])
-        self._values = [_saved(tensor) for tensor in self._tensors]
-        self._grads = [_saved(getattr(tensor, "grad", None)) for tensor in self._tensors]
-        self._modes = [(module, module.training) for module in model.modules()]
-        optimizer = trainer.optimizer
-        self._optimizer_state = {param: _copied(entry) for param, entry in optimizer.state.items()}
-        self._groups = [{key: copy.deepcopy(value) for key, value in group.items() if key != "params"}
-                        for group in optimizer.param_groups]
-        self._scaler = copy.deepcopy(trainer.scaler.state_dict()) if trainer.scaler is not None else None
-        self._rng = get_rng_state()  # CUDA's too, once CUDA is in use
-        self._loader = _LoaderPosition(trainer.train_loader)
+        manager = trainer.checkpoint_manager()
+        self.manager = manager
+        self.model = manager.model.held_in_memory()
+        self.parts = {name: _held(part.state_dict()) for name, part in manager.parts.items()}
+        self.streams = manager.random_streams.own_state_dict()
+        self.loader = _LoaderPosition(trainer.train_loader)
         state = trainer.state
-        self._run_state = {field.name: copy.deepcopy(getattr(state, field.name))
-                           for field in dataclasses.fields(state)}
+        self.run_state = {field.name: copy.deepcopy(getattr(state, field.name)) for field in dataclasses.fields(state)}
 
     def restore(self) -> None:
-        """Writes the saved state back (it may be called again: each call copies from the saved values)."""
-        trainer = self.trainer
-        with torch.no_grad():
-            for tensor, value, grad in zip(self._tensors, self._values, self._grads):
-                tensor.copy_(value.value)
-                if isinstance(tensor, torch.nn.Parameter):
-                    tensor.grad = _restored(grad)
-        for module, training in self._modes:
-            module.training = training
-        optimizer = trainer.optimizer
-        optimizer.state.clear()
-        optimizer.state.update({param: _restored_entry(entry) for param, entry in self._optimizer_state.items()})
-        for group, saved in zip(optimizer.param_groups, self._groups):
-            for key in [key for key in group if key != "params" and key not in saved]:
-                del group[key]
-            group.update(copy.deepcopy(saved))
-        if self._scaler is not None:
-            trainer.scaler.load_state_dict(copy.deepcopy(self._scaler))
-        set_rng_state(self._rng)
-        self._loader.restore()
-        state = trainer.state
-        for name, value in self._run_state.items():
+        """Writes the held state back (it may be called again: each call copies from what is held).
+
+        A part whose state the probe left as it was is not loaded again: loading is a resume, which some parts
+        take note of (a checkpoint callback that then tidies an interrupted run's files)."""
+        self.model.restore()
+        for name, part in self.manager.parts.items():
+            if not _same(part.state_dict(), self.parts[name]):
+                part.load_state_dict(copy.deepcopy(self.parts[name]), SNAPSHOT)
+        self.manager.random_streams.load_state_dict(self.streams, SNAPSHOT)
+        self.manager.random_streams.restore()
+        self.loader.restore()
+        state = self.trainer.state  # the run part's fields are a resume's; the probe's counters go back exactly
+        for name, value in self.run_state.items():
             setattr(state, name, copy.deepcopy(value))
 
     def __enter__(self):
@@ -85,8 +70,8 @@ class _LoaderPosition:
         self.attributes = dict(vars(self.sampler)) if self.sampler is not None and hasattr(self.sampler, "__dict__") \
             else None
         candidates = [getattr(loader, "generator", None), *(self.attributes or {}).values()]
-        self.generators = [(generator, generator.get_state())
-                           for generator in _unique([g for g in candidates if isinstance(g, torch.Generator)])]
+        generators = {id(g): g for g in candidates if isinstance(g, torch.Generator)}.values()  # each once
+        self.generators = [(generator, generator.get_state()) for generator in generators]
 
     def restore(self) -> None:
         if self.attributes is not None:
@@ -95,43 +80,28 @@ class _LoaderPosition:
             generator.set_state(state)
 
 
-def _unique(tensors) -> list:
-    """``tensors`` without repeats (a tied weight is one parameter of two modules)."""
-    seen, unique = set(), []
-    for tensor in tensors:
-        if id(tensor) not in seen:
-            seen.add(id(tensor))
-            unique.append(tensor)
-    return unique
+def _held(value):
+    """A deep copy of a part's entries whose tensors are kept in host memory (a probe of what fits has the device
+    to itself)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {key: _held(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_held(item) for item in value)
+    return copy.deepcopy(value)
 
 
-class _SavedTensor:
-    """A copy of a tensor and the device it was on: in host memory, unless it is a DTensor (copied in place)."""
-
-    def __init__(self, tensor):
-        tensor = tensor.detach()
-        self.device = tensor.device
-        self.value = tensor.clone() if is_dtensor(tensor) else tensor.to("cpu", copy=True)
-
-    def restored(self):
-        """A new tensor equal to the saved one, on its device (each restore makes its own)."""
-        return self.value.to(self.device, copy=True)
-
-
-def _saved(tensor):
-    return None if tensor is None else _SavedTensor(tensor)
-
-
-def _restored(saved):
-    return None if saved is None else saved.restored()
-
-
-def _copied(entry: dict) -> dict:
-    """An optimizer's per-parameter state, its tensors (``step``, moments, momentum buffers) saved."""
-    return {key: _SavedTensor(value) if isinstance(value, torch.Tensor) else copy.deepcopy(value)
-            for key, value in entry.items()}
-
-
-def _restored_entry(entry: dict) -> dict:
-    return {key: value.restored() if isinstance(value, _SavedTensor) else copy.deepcopy(value)
-            for key, value in entry.items()}
+def _same(now, held) -> bool:
+    """Whether a part's entries now are those held (tensors compared bitwise, wherever they are)."""
+    if isinstance(now, torch.Tensor) or isinstance(held, torch.Tensor):
+        return (isinstance(now, torch.Tensor) and isinstance(held, torch.Tensor) and now.shape == held.shape
+                and now.dtype == held.dtype and torch.equal(now.detach().cpu(), held))
+    if isinstance(now, dict) and isinstance(held, dict):
+        return now.keys() == held.keys() and all(_same(now[key], held[key]) for key in now)
+    if isinstance(now, (list, tuple)) and isinstance(held, (list, tuple)):
+        return len(now) == len(held) and all(_same(a, b) for a, b in zip(now, held))
+    try:
+        return type(now) is type(held) and bool(now == held)
+    except (TypeError, ValueError):  # an array, or a value with no plain equality: take it as changed
+        return False

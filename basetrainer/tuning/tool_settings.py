@@ -17,8 +17,8 @@ LR_FIND_SETTINGS = Schema([
     Setting("smooth", Number(minimum=0, maximum=1, below=True), 0.98,
             "the loss's exponential smoothing factor (0: none)", group=LR_FIND, flag={}),
     Setting("diverge", Number(minimum=1, above=True), 4.0,
-            "the sweep stops once the smoothed loss exceeds this many times its lowest value", group=LR_FIND,
-            flag={}),
+            "the sweep stops once the smoothed loss, or the median of the last 5 losses, exceeds this many times the "
+            "lowest smoothed loss", group=LR_FIND, flag={}),
 ])
 
 BATCH_FIND_SETTINGS = Schema([

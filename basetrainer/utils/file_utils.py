@@ -1,11 +1,12 @@
 """Small file helpers: folders, copies, atomic writes, timestamps."""
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
 from datetime import datetime
 
-from basetrainer.errors import ConfigError
+from basetrainer.errors import ConfigError, DiskFullError
 
 TEMPORARY_SUFFIX = ".tmp"  # what atomic_write's temporary files end with (start-up removes stale ones)
 
@@ -88,8 +89,14 @@ def atomic_write(path, binary=False, durable=False):
     the error propagates, with ``path`` as it was.
     """
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=TEMPORARY_SUFFIX, dir=folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=TEMPORARY_SUFFIX,
+                                         dir=folder)
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise DiskFullError(no_space_message(path)) from None
+        raise
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; these are ordinary files
         with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as stream:
@@ -98,11 +105,74 @@ def atomic_write(path, binary=False, durable=False):
             if durable:
                 os.fsync(stream.fileno())
         os.replace(temporary, path)
+    except OSError as error:
+        _remove_quietly(temporary)
+        if error.errno == errno.ENOSPC and not isinstance(error, DiskFullError):
+            raise DiskFullError(no_space_message(path)) from None
+        raise
     except BaseException:
         _remove_quietly(temporary)
         raise
     if durable:
         _fsync_dir(folder)
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """A temporary path beside ``path`` (with its extension) for a library that writes the file itself; when the
+    block ends without error it replaces ``path``, and otherwise it is removed: a reader, or a failed write, never
+    leaves half a file at ``path``. No space left is a one-line :class:`~basetrainer.errors.DiskFullError`."""
+    folder, name = os.path.split(os.path.abspath(path))
+    stem, extension = os.path.splitext(name)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=f".{stem}.", suffix=TEMPORARY_SUFFIX + extension, dir=folder)
+        os.close(fd)
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException as error:
+        _remove_quietly(locals().get("temporary"))
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC and not isinstance(error, DiskFullError):
+            raise DiskFullError(no_space_message(path)) from None
+        raise
+
+
+def no_space_message(path) -> str:
+    """The one line of a write that found no space left: the file, what is free, that the file there before is
+    intact, and the fix."""
+    try:
+        free = f" ({file_size_text(shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free)} free)"
+    except OSError:
+        free = ""
+    had = "the file there before is intact" if os.path.isfile(path) else "nothing was left there"
+    return (f"could not write {path}: no space left on device{free}; free some disk space or write elsewhere "
+            f"(work_dir, --out) ({had})")
+
+
+def file_size_text(num_bytes: float) -> str:
+    """``num_bytes`` for a message: ``512 bytes``, ``45.2 MB``, ``1.3 GB``."""
+    if num_bytes < 1000:
+        return f"{num_bytes:.0f} bytes"
+    for unit in ("KB", "MB", "GB", "TB"):
+        num_bytes /= 1000
+        if num_bytes < 1000 or unit == "TB":
+            return f"{num_bytes:.1f} {unit}"
+
+
+def append_text(path, text) -> None:
+    """Appends ``text`` to ``path`` (UTF-8, made with its folder when missing), all of it or nothing: a write that
+    fails part-way (a full disk: a one-line :class:`~basetrainer.errors.DiskFullError`) is cut back off."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    try:
+        with open(path, "a", newline="", encoding="utf-8") as stream:
+            stream.write(text)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.truncate(path, size)
+        if error.errno == errno.ENOSPC:
+            raise DiskFullError(no_space_message(path)) from None
+        raise
 
 
 def write_text_atomic(path, text):

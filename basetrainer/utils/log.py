@@ -12,7 +12,9 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from ..errors import ConfigError
+from . import console
 from .arguments import as_keywords
+from .console import REPLICA_GROUP_VARIABLE
 from .log_files import log_file_handler
 
 LOGGER_NAME = "basetrainer"
@@ -44,8 +46,10 @@ def set_logger(*args, **kwargs) -> logging.Logger:
     On the main process (``is_main_process`` and rank 0): messages from ``level`` up go to
     the console and, when ``logfile`` is given, are appended to it (its folder is created).
     On the other ranks: warnings and errors only, to the console, tagged with the rank,
-    and no file. In a replica group other than 0 (:mod:`basetrainer.fault_tolerance`) every line is tagged with
-    the group and the console shows warnings only: the file holds the group's whole log. Calling it again replaces the handlers it added before, never duplicates them.
+    and no file. In a replica group (:mod:`basetrainer.fault_tolerance`) every line is tagged with the group, and
+    but for group 0's the console shows warnings only: the file holds the group's whole log. The console is
+    :func:`basetrainer.utils.console.stream`. Calling it again replaces the handlers it added before, never
+    duplicates them.
 
     The earlier library's keywords: ``format`` is a line layout, one of :data:`~basetrainer.utils.log.LINE_FORMATS`
     (``True``/``False``: its first versions' long and short lines) or a ``logging`` format
@@ -74,7 +78,7 @@ def _configure(name=None, level="debug", logfile=None, format=None, is_main_proc
     rank, group = _rank(), os.environ.get(REPLICA_GROUP_VARIABLE, "")
     main = bool(is_main_process) and rank == 0
     logger.setLevel(_as_level(level) if main else logging.WARNING)
-    prefix = ("" if main else f"[rank {rank}] ") + (f"[replica group {group}] " if group not in ("", "0") else "")
+    prefix = ("" if main else f"[rank {rank}] ") + console.tag()
     formatter = logging.Formatter(prefix + _line_format(format), _DATE_FORMAT)
     handlers = [_ConsoleHandler()]
     if group not in ("", "0"):  # its log file holds everything; the console, which group 0 fills, its warnings
@@ -88,8 +92,12 @@ def _configure(name=None, level="debug", logfile=None, format=None, is_main_proc
     return logger
 
 
-# Set by the supervisor of replica groups (basetrainer.distributed.replica_groups) in each group's processes.
-REPLICA_GROUP_VARIABLE = "BASETRAINER_REPLICA_GROUP"
+def keep_warnings_on_the_console() -> None:
+    """Where :func:`set_logger` was never called, has the logger show warnings and errors on the console, as
+    Python's last-resort handler did on stderr before stderr went to a replica group's log file
+    (:func:`basetrainer.utils.console.keep_apart`)."""
+    if not any(getattr(handler, "_basetrainer", False) for handler in get_logger().handlers):
+        set_logger(level="warning")
 
 
 def get_logger() -> logging.Logger:
@@ -104,12 +112,12 @@ def _rank() -> int:
 
 class _ConsoleHandler(logging.StreamHandler):
     """Writes results (lines logged with ``extra=RESULT``) to stdout and everything else, the
-    progress lines and warnings, to stderr; through ``tqdm.write``, so that a line logged
-    mid-epoch does not break the progress bar."""
+    progress lines and warnings, to the console (stderr); through ``tqdm.write``, so that a line
+    logged mid-epoch does not break the progress bar."""
 
     def emit(self, record):
         try:
-            stream = sys.stdout if getattr(record, "result", False) else self.stream
+            stream = sys.stdout if getattr(record, "result", False) else console.stream()
             tqdm.write(self.format(record), file=stream)
         except Exception:
             self.handleError(record)

@@ -7,9 +7,11 @@ a total size of the rotated files (``"20 GB"``), or a number of rotated files to
 file is renamed ``<name>.<YYYY-mm-dd_HH-MM-SS_ffffff><ext>`` beside the log, as loguru names them.
 """
 import datetime
+import errno
 import logging.handlers
 import os
 import re
+import sys
 import time
 
 from ..errors import ConfigError
@@ -38,6 +40,32 @@ class _LogFile(logging.handlers.BaseRotatingHandler):
         super().__init__(path, mode="a", encoding="utf-8", delay=True)
         self.max_bytes, self.interval, self.retention = max_bytes, interval, retention
         self.opened_at = None
+        self.full = False  # the disk was full at a line: said once, and the lines go on to the console alone
+
+    def handleError(self, record) -> None:
+        """A full disk is one line on stderr, said once, instead of logging's traceback for every line; the
+        console keeps every line, and whatever stopped the run for want of space says so itself."""
+        error = sys.exc_info()[1]
+        if not (isinstance(error, OSError) and error.errno == errno.ENOSPC):
+            super().handleError(record)
+        else:
+            self._say_full()
+
+    def close(self) -> None:
+        """Closes the file; the lines a full disk kept in its buffer are lost, as said when it filled."""
+        try:
+            super().close()
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+            self._say_full()
+            self.stream = None
+
+    def _say_full(self) -> None:
+        if not self.full:
+            self.full = True
+            print(f"warning: {self.baseFilename}: no space left on device; log lines go to the console only",
+                  file=sys.stderr)
 
     def _open(self):
         os.makedirs(os.path.dirname(self.baseFilename), exist_ok=True)

@@ -8,6 +8,7 @@ from sphinx import addnodes
 from sphinxarg.ext import ArgParseDirective
 
 from basetrainer.config.reference import yaml_text
+from basetrainer_checks import check_command_reference
 
 
 def canonical_name(target: str):
@@ -107,10 +108,16 @@ def follow_names_within_the_package(app, modname, fullname):
     return defined_in if isinstance(defined_in, str) and defined_in.startswith("basetrainer") else modname
 
 
+def plain_text_as_rst(text: str) -> str:
+    """A help text, written for a terminal, as reStructuredText that shows it as it is: the characters that
+    would start markup escaped, an address (``tcp://<host>:<port>``) or an ``@`` (``mAP@0.5``) no link."""
+    return re.sub(r"([\\`*|_@]|:(?=//))", r"\\\1", text)
+
+
 def raw_text_as_rst(text: str) -> str:
     """argparse's raw description or epilog (RawDescriptionHelpFormatter) as reStructuredText: each run of
     indented lines (the examples) is a block of shell commands, one per line, after the line that introduces
-    it; the other lines are prose."""
+    it; the other lines are prose, shown as they are (:func:`plain_text_as_rst`)."""
     lines, indented_before = [], False
     for line in text.splitlines():
         indented = line.startswith(" ") and bool(line.strip())
@@ -118,9 +125,19 @@ def raw_text_as_rst(text: str) -> str:
             lines += ["", ".. code-block:: bash", ""]
         elif indented_before and not indented:
             lines.append("")
-        lines.append(line)
+        lines.append(line if indented else plain_text_as_rst(line))
         indented_before = indented
     return "\n".join(lines)
+
+
+def choices_with_their_help(entry, children) -> None:
+    """A positional argument whose choices are commands (``COMMAND``): each command with its help, as ``--help``
+    lists them, instead of the names alone."""
+    helps = {child["name"]: child.get("help") or "" for child in children}
+    if set(entry.get("choices") or ()) != set(helps) or not helps:
+        return
+    listed = "\n".join(f"* ``{name}``: {plain_text_as_rst(helps[name])}" for name in entry.pop("choices"))
+    entry["help"] = "\n\n".join(part for part in (entry.get("help"), listed) if part)
 
 
 def yaml_default(default):
@@ -147,9 +164,17 @@ class RawTextArgParseDirective(ArgParseDirective):
     def _nested_parse_paragraph(self, text):
         return super()._nested_parse_paragraph(raw_text_as_rst(text))
 
+    def run(self):
+        items = super().run()
+        command = " ".join(part for part in (self.options.get("prog", ""), str(self.options.get("path", ""))) if part)
+        check_command_reference(self, command, items)
+        return items
+
     def _print_action_groups(self, data, nested_content, markdown_help=False, settings=None, id_prefix=""):
         for group in data.get("action_groups", []):
             for entry in group["options"]:
+                entry["help"] = plain_text_as_rst(entry.get("help") or "")
+                choices_with_their_help(entry, data.get("children", ()))
                 if entry["default"] != "==SUPPRESS==" and not (entry["default"] is None and _says_no_default(entry)):
                     entry["default"] = yaml_default(entry["default"])
         return super()._print_action_groups(data, nested_content, markdown_help, settings, id_prefix)

@@ -253,12 +253,44 @@ def test_step_without_step_size_is_a_config_error():
 def test_a_warm_up_longer_than_training_is_cut_to_the_run_with_a_warning(caplog):
     # old configs warm up for 3 epochs: a 1-epoch run of them must still run
     with caplog.at_level("WARNING", logger="basetrainer"):
-        longer = get_scheduler("cosine", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=EPOCHS + 1)
-    whole_run = get_scheduler("cosine", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=EPOCHS)
+        longer = get_scheduler("constant", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=EPOCHS + 1)
+    whole_run = get_scheduler("constant", make_optimizer(), LR, EPOCHS, STEPS, num_warn_up=EPOCHS)
     assert [longer.lr_factor(it) for it in range(EPOCHS * STEPS)] == [whole_run.lr_factor(it)
                                                                         for it in range(EPOCHS * STEPS)]
     assert [r.getMessage() for r in caplog.records] == [
         f"num_warn_up={EPOCHS + 1} epochs is longer than the run's {EPOCHS} epochs: warming up over the whole run"]
+
+
+def test_a_warm_up_into_a_decay_that_leaves_little_time_at_the_set_lr_is_warned_about(caplog):
+    # The detection task for 1 epoch with a 1-epoch warm-up: the lr rises into a cosine already at its end.
+    with caplog.at_level("WARNING", logger="basetrainer"):
+        get_scheduler("cosine", make_optimizer(), LR, 1, STEPS, num_warn_up=1)
+    assert [r.getMessage() for r in caplog.records] == [
+        "the lr schedule (cosine over 1 epochs of 5 batches | warm-up 1 epochs) keeps the lr at half its set value "
+        "or more for only 0% of the run: num_warn_up and the decay leave little training at the set lr; check them "
+        "against the run's length (they count epochs)"]
+
+
+@pytest.mark.parametrize("run, auto, stated", [
+    ({"num_epochs": 12}, {"num_warn_up": "auto"}, {"num_warn_up": 1}),  # one epoch
+    ({"num_epochs": 1}, {"num_warn_up": "auto"}, {"num_warn_up": 0.1}),  # or a tenth of the run when shorter
+    ({"num_epochs": 1, "max_iters": 30}, {"num_warn_up": "auto"}, {"num_warn_up": 3}),
+    ({"num_epochs": 1, "max_iters": 1000}, {"num_warn_up": "auto"}, {"num_warn_up": STEPS}),
+    ({"num_epochs": 12}, {"milestones": "auto"}, {"milestones": [6, 9]}),  # half and three quarters of the run
+    ({"num_epochs": 12, "max_iters": 400}, {"milestones": "auto"}, {"milestones": [200, 300]}),
+])
+def test_auto_warm_up_and_milestones_are_the_same_share_of_a_run_in_epochs_or_steps(run, auto, stated):
+    name = "multi-step" if "milestones" in auto else "cosine"
+    curves = [get_scheduler(name, make_optimizer(), LR, run["num_epochs"], STEPS, max_iters=run.get("max_iters"),
+                            **{"milestones": [6, 9], **settings}) for settings in (auto, stated)]
+    length = run.get("max_iters") or run["num_epochs"] * STEPS
+    assert [curves[0].lr_factor(it) for it in range(length)] == [curves[1].lr_factor(it) for it in range(length)]
+
+
+def test_the_default_cosine_schedule_warns_of_nothing(caplog):
+    with caplog.at_level("WARNING", logger="basetrainer"):
+        get_scheduler("cosine", make_optimizer(), LR, 12, 22, num_warn_up=1)
+    assert not caplog.records
 
 
 def test_a_negative_warm_up_is_a_config_error():

@@ -1,6 +1,7 @@
 """Checkpoints: exact resume after a kill, atomic writes, safe loading, fine-tuning, export."""
 import os
 import pickle
+import time
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from basetrainer.checkpoint import read_model_weights as load_state_dict
+from basetrainer.checkpoint.discovery import find_checkpoints
 from basetrainer.errors import CheckpointError
 from support.compare import load_result, same_weights
 from support.hostile import Payload as _Payload
@@ -118,6 +120,41 @@ def test_a_resumed_run_keeps_only_the_best_models_its_restored_state_counts(tmp_
                        callbacks=[LossesRecorder(), checkpointer()])).run()
     assert len([p for p in os.listdir(tmp_path) if p.startswith("best_model_")]) == 1
     assert not stray.exists()
+
+
+def test_a_resumed_run_leaves_the_best_models_another_run_left_in_its_folder_alone(tmp_path):
+    def checkpointer():
+        return ModelCheckpoint(model_dir=str(tmp_path), indicator="loss", mode="min", save_best_k=1)
+
+    earlier = tmp_path / "best_model_009_0.0001.pth"  # a run's that ended before this one started
+    earlier.write_bytes(b"an earlier run's best model")
+    os.utime(earlier, (time.time() - 3600, time.time() - 3600))
+    ToyTrainer(toy_cfg(num_epochs=1, callbacks=[LossesRecorder(), checkpointer()])).run()
+    ToyTrainer(toy_cfg(num_epochs=2, resume="auto", work_dir=str(tmp_path),
+                       callbacks=[LossesRecorder(), checkpointer()])).run()
+    assert earlier.read_bytes() == b"an earlier run's best model"
+
+
+def test_the_best_models_a_restored_state_names_are_files_of_its_own_folder_and_count_though_missing(tmp_path):
+    own, other = tmp_path / "1" / "model", tmp_path / "0" / "model"  # a replica group took group 0's state
+    other.mkdir(parents=True)
+    (other / "best_model_003_90.0000.pth").write_bytes(b"group 0's")
+    checkpointer = ModelCheckpoint(model_dir=str(own), indicator="acc")
+    checkpointer.load_state_dict({"best": [[90.0, 2, str(other / "best_model_003_90.0000.pth")]], "run_started": 0.0})
+    checkpointer.model = nn.Linear(2, 2)
+    checkpointer.on_epoch_end(3, {"test": {"acc": 80.0}})  # worse than the best it counts: no best model kept
+    assert [p.name for p in own.iterdir() if p.name.startswith("best_model_")] == []
+    checkpointer.on_epoch_end(4, {"test": {"acc": 95.0}})
+    assert checkpointer.best == [(95.0, 4, str(own / "best_model_005_95.0000.pth"))]
+    assert (other / "best_model_003_90.0000.pth").read_bytes() == b"group 0's"  # another group's, left alone
+
+
+def test_resume_auto_passes_over_checkpoints_written_before_the_time_given(tmp_path):
+    ToyTrainer(toy_cfg(num_epochs=1, callbacks=[ModelCheckpoint(model_dir=str(tmp_path))])).run()
+    last = str(tmp_path / "last.pth")
+    assert find_checkpoints("auto", work_dir=str(tmp_path), written_since=time.time() - 3600) == [last]
+    assert find_checkpoints("auto", work_dir=str(tmp_path), written_since=time.time() + 1) == []
+    assert find_checkpoints(last, work_dir=str(tmp_path), written_since=time.time() + 1) == [last]  # named: taken
 
 
 def _resume_warnings(tmp_path, caplog, **changes):

@@ -1,6 +1,5 @@
 """Checkpoint files under faults: the previous training state and checksums, damaged files and
 resume: auto, a full disk."""
-import errno
 import hashlib
 import os
 import re
@@ -9,9 +8,9 @@ import pytest
 import torch
 
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
-from basetrainer.checkpoint import files as checkpoint_files
 from basetrainer.checkpoint import load_checkpoint, save_checkpoint
 from basetrainer.errors import CheckpointError
+from support.full_disk import small_filesystem
 from support.toy import ToyTrainer, toy_cfg
 
 
@@ -77,22 +76,18 @@ def test_an_explicit_resume_path_that_is_damaged_is_an_error_not_a_fallback(tmp_
 
 
 # ---------------------------------------------------------------------- a full disk
-def test_a_full_disk_names_the_path_and_the_bytes_needed_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
-    path = tmp_path / "last.pth"
-    save_checkpoint({"model": {"w": torch.zeros(1000)}}, str(path), keep_previous=True)
-    before = path.read_bytes()
+def test_a_full_disk_names_the_path_and_the_bytes_needed_and_keeps_the_previous_checkpoint(tmp_path):
+    with small_filesystem(tmp_path / "disk", "2m") as disk:
+        path = os.path.join(disk, "last.pth")
+        save_checkpoint({"model": {"w": torch.zeros(1000)}}, path, keep_previous=True)
+        before = open(path, "rb").read()
+        with pytest.raises(CheckpointError) as error:  # 4 MB on a disk of 2: torch.save itself hits the limit
+            save_checkpoint({"model": {"w": torch.zeros(1_000_000)}}, path, keep_previous=True)
+        message = str(error.value)
+        assert message.startswith(f"could not write checkpoint {path}: No space left on device (it needs about 4.0 MB, ")
+        assert re.search(r"\d (bytes|[KMGT]B) free\); free some disk space or choose another work_dir \(", message)
+        assert message.endswith(f"(the previous checkpoint {path} is intact)") and "\n" not in message
+        assert open(path, "rb").read() == before and load_checkpoint(path)["model"]["w"].shape == (1000,)
+        assert sorted(os.listdir(disk)) == ["last.pth", "last.pth.sha256"]  # no temporary file left
 
-    def full(obj, stream, *args, **kwargs):
-        stream.write(b"PK\x03\x04 part of a checkpoint")
-        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(checkpoint_files.torch, "save", full)
-    with pytest.raises(CheckpointError) as error:
-        save_checkpoint({"model": {"w": torch.zeros(250_000)}}, str(path), keep_previous=True)
-    message = str(error.value)
-    assert message.startswith(f"could not write checkpoint {path}: No space left on device (it needs about 1.0 MB, ")
-    assert re.search(r"\d (bytes|[KMGT]B) free\); free some disk space or choose another work_dir \(", message)
-    assert message.endswith(f"(the previous checkpoint {path} is intact)")
-    monkeypatch.undo()
-    assert path.read_bytes() == before and load_checkpoint(str(path))["model"]["w"].shape == (1000,)
-    assert sorted(os.listdir(tmp_path)) == ["last.pth", "last.pth.sha256"]  # no temporary file left

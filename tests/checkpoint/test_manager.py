@@ -40,7 +40,7 @@ def test_callback_states_are_kept_under_their_class_name_so_adding_a_callback_sh
     assert counter.epochs == 2
     saved = torch.load(tmp_path / "last.pth", weights_only=True)["callbacks"]
     assert saved.keys() == {"test_manager.Counter", "basetrainer.callbacks.ema.EMA",
-                            "basetrainer.callbacks.model_checkpoint.ModelCheckpoint"}
+                            "basetrainer.callbacks.model_checkpoint.ModelCheckpoint", "run_summary"}
 
 
 def test_callbacks_of_one_class_are_numbered_and_a_state_key_names_one_itself():

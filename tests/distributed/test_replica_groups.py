@@ -9,6 +9,7 @@ tests check, in this process, what is restarted, the environment a group reads, 
 command run again and the lighthouse.
 """
 import json
+import os
 import signal
 import sys
 import textwrap
@@ -25,6 +26,7 @@ from basetrainer.distributed.replica_groups import (
     Supervisor,
     is_restarted,
     replica_group_from_environment,
+    replica_job_from_environment,
     rerun_command,
     settings_to_supervise,
 )
@@ -103,6 +105,8 @@ def test_a_group_whose_process_is_killed_is_restarted_once_and_the_job_ends_well
     assert sorted(records) == [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (1, 1, 0), (1, 1, 1)]
     assert "replica group 1 exited with code 1: restart 1 of 3" in result.stderr
     assert "restart 2 of 3" not in result.stderr and "replica group 0 exited" not in result.stderr
+    assert ("[replica group 1] error: worker rank 1 was killed by SIGKILL without reporting an error; if nobody killed "
+            "it, the machine perhaps ran out of memory") in result.stderr  # the group's own line: what died
 
 
 @pytest.mark.slow
@@ -152,7 +156,24 @@ def test_a_group_that_succeeded_ended_with_a_user_error_or_saved_and_stopped_is_
 def test_a_worker_killed_without_an_error_ends_its_launcher_with_a_failure_a_supervisor_restarts():
     error = launching._worker_error(0, [types.SimpleNamespace(exitcode=-signal.SIGKILL)], [], [], 0, None)
     assert isinstance(error, LaunchError) and is_restarted(error.exit_code)
-    assert str(error) == "worker rank 0 was killed by SIGKILL (out of memory?) without reporting an error"
+    assert str(error) == ("worker rank 0 was killed by SIGKILL without reporting an error; if nobody killed it, the "
+                          "machine perhaps ran out of memory (the kernel's OOM killer sends SIGKILL)")
+
+
+def test_a_worker_killed_without_a_word_is_the_failure_not_the_interruption_that_stopped_the_others():
+    processes = [types.SimpleNamespace(exitcode=1), types.SimpleNamespace(exitcode=-signal.SIGKILL)]
+    stopped = [(2.0, 0, "KeyboardInterrupt", "", "Traceback ...")]  # rank 0, interrupted once rank 1 had died
+    error = launching._worker_error(1, processes, [], stopped, 0, None)
+    assert str(error).startswith("worker rank 1 was killed by SIGKILL without reporting an error")
+
+
+def test_in_a_replica_group_a_worker_s_failure_is_one_line_and_restarts_the_group(monkeypatch):
+    monkeypatch.setenv("BASETRAINER_REPLICA_GROUP", "1")
+    reports = [(1.0, 0, "RuntimeError", "Connection closed by peer\nmore", "Traceback ...")]
+    error = launching._worker_error(0, [types.SimpleNamespace(exitcode=1)], [], reports, 0, None)
+    assert str(error) == ("worker rank 0 failed with RuntimeError: Connection closed by peer (its traceback is in "
+                          "the replica group's log/train.log)")
+    assert is_restarted(error.exit_code)
 
 
 def test_a_group_process_reads_its_group_lighthouse_and_restarts_from_the_environment(monkeypatch):
@@ -163,9 +184,27 @@ def test_a_group_process_reads_its_group_lighthouse_and_restarts_from_the_enviro
 
 
 def test_a_process_no_supervisor_started_belongs_to_no_group(monkeypatch):
-    for name in ("BASETRAINER_REPLICA_GROUP", "BASETRAINER_LIGHTHOUSE", "BASETRAINER_REPLICA_GROUP_RESTARTS"):
+    for name in ("BASETRAINER_REPLICA_GROUP", "BASETRAINER_LIGHTHOUSE", "BASETRAINER_REPLICA_GROUP_RESTARTS",
+                 "BASETRAINER_REPLICA_JOB_STARTED", "BASETRAINER_REPLICA_JOB_FINISHED"):
         monkeypatch.delenv(name, raising=False)
     assert replica_group_from_environment() == (None, None, 0)
+    assert replica_job_from_environment() == (None, None)
+
+
+def test_a_group_process_reads_when_its_job_started_and_the_file_that_says_it_finished(monkeypatch):
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_STARTED", "1795000000.25")
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_FINISHED", "/tmp/basetrainer-replica-job-x/finished")
+    assert replica_job_from_environment() == (1795000000.25, "/tmp/basetrainer-replica-job-x/finished")
+
+
+def test_when_a_group_finishes_the_training_the_supervisor_makes_the_file_that_stops_a_restarted_one(tmp_path):
+    supervisor = Supervisor(["unused"], 2, "http://localhost:1", max_restarts=3)
+    supervisor.finished_marker = str(tmp_path / "finished")
+    finished = supervisor.groups[0]
+    assert not os.path.exists(supervisor.finished_marker)
+    finished.process = types.SimpleNamespace(returncode=0)
+    supervisor._restarted(finished)
+    assert os.path.exists(supervisor.finished_marker)
 
 
 def test_a_group_number_in_the_environment_that_is_no_number_is_refused_in_one_line(monkeypatch):

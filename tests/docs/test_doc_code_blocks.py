@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 from basetrainer import cli, old_paths
+from basetrainer.data.images import photo_digits
+from basetrainer.distributed.replica_groups import GROUP_VARIABLE
 from basetrainer.hpo.classification import trial_config
 from basetrainer.tasks.classification import parse_config
 from basetrainer.tasks.detection import predict as detection_predict
@@ -106,6 +108,15 @@ def ci_commands():
     return [words for line in CI_SCRIPT.read_text(encoding="utf-8").splitlines() for words in split_commands(line)]
 
 
+def check_kill(argv):
+    """Killing a replica group by hand: its processes are found by the variable the supervisor sets in each."""
+    assert any(word.startswith(f"{GROUP_VARIABLE}=") for word in argv), f"finds no process by {GROUP_VARIABLE}"
+
+
+def check_photo_digits(argv):
+    photo_digits.get_parser().parse_args(argv)
+
+
 def check_tensorboard(argv):
     assert argv[:1] == ["--logdir"] and importlib.util.find_spec("tensorboard") is not None
 
@@ -120,11 +131,14 @@ def checker(words):
                 ("python", "examples/hpo.py"): check_hpo, ("python", "my_task.py"): check_own_task,
                 ("python", "examples/detection.py"): check_detection,
                 ("python", "examples/language_model.py"): check_language_model,
-                ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard}
+                ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard,
+                ("kill",): check_kill}
     if words[:3] == ["python", "-m", "pytest"]:
         return check_pytest, words[3:]
     if words[:3] == ["python", "-m", "sphinx"]:
         return check_sphinx, words[3:]
+    if words[:3] == ["python", "-m", "basetrainer.data.images.photo_digits"]:
+        return check_photo_digits, words[3:]
     for prefix, check in programs.items():
         if tuple(words[:len(prefix)]) == prefix and check is not None:
             return (check_pip, words) if check is check_pip else (check, words[len(prefix):])

@@ -36,6 +36,23 @@ def test_train_help_lists_the_pipeline_flags(capsys):
         assert flag in out
 
 
+@pytest.mark.parametrize("task", ["classification", "detection"])
+def test_train_help_lists_the_flags_the_command_takes_itself(task, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["train", "--task", task, "--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0 and "the train command:" in out
+    for flag in ("--task {classification,detection}", "--ray N", "--ray_max_failures K", "--train_"):
+        assert flag in out
+
+
+def test_predict_takes_task_classification_as_its_default(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["predict", "--task", "classification", "--checkpoint", str(tmp_path / "none.pth"), "--data",
+                  str(tmp_path), "--out", str(tmp_path / "p.csv")])
+    assert stop.value.code != 0 and "none.pth" in capsys.readouterr().err
+
+
 def test_no_command_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main([])

@@ -1,5 +1,6 @@
 """``basetrainer study`` end to end: each run in a process of its own, a run that fails is a row and the others go
-on, a study stopped half-way continues with the runs left, and a study over 2 processes per run."""
+on, a study stopped half-way continues with the runs left, a study over 2 processes per run, and a study of a
+script's own trainer, which has no LogHistory: its table is whole all the same, from what the engine records."""
 import csv
 import json
 import signal
@@ -78,3 +79,70 @@ def test_a_study_over_two_processes_doubles_the_global_batch_and_scales_the_lr(i
     assert float(row["lr"]) == pytest.approx(0.1)  # 0.05 x 8 / 4, as the run's own log line says
     assert "lr_scaling linear: lr 0.05 x (4 x 2 processes x 1 accumulated) / 4 = 0.1" in \
         (images / "study" / "run_bs4" / "log" / "train.log").read_text()
+
+
+# A trainer of a user's own, as the own-task guide writes one: no LogHistory, no config.yaml; a BatchNorm layer.
+OWN_TRAINER = """
+import sys
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from basetrainer import EngineTrainer, launch
+from basetrainer.callbacks import LossesRecorder
+from basetrainer.config import Config, apply_overrides
+
+
+def blobs(n, seed):
+    x = torch.randn(n, 8, generator=torch.Generator().manual_seed(seed))
+    return TensorDataset(x, (x.sum(dim=1) > 0).long())
+
+
+class OwnTrainer(EngineTrainer):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.build(cfg)
+
+    def build_train_loader(self, cfg):
+        return self.build_dataloader(blobs(256, 0), cfg.batch_size, phase="train")
+
+    def build_test_loader(self, cfg):
+        return self.build_dataloader(blobs(64, 1), cfg.batch_size, phase="test", shuffle=False)
+
+    def build_model(self, cfg):
+        model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
+        return self.build_model_parallel(model)
+
+    def build_criterion(self, cfg):
+        return nn.CrossEntropyLoss()
+
+    def build_optimizer(self, cfg):
+        return torch.optim.SGD(self.model.parameters(), lr=cfg.lr)
+
+    def build_callbacks(self, cfg):
+        return [LossesRecorder()]
+
+
+def main(cfg):
+    OwnTrainer(cfg).run()
+
+
+if __name__ == "__main__":
+    cfg = apply_overrides(Config(num_epochs=2, batch_size=32, lr=0.1, progress=False), sys.argv[1:])
+    launch(main, 1, args=(cfg,))
+"""
+
+
+def test_a_study_of_a_script_s_trainer_without_log_history_fills_every_column(tmp_path):
+    (tmp_path / "train.py").write_text(OWN_TRAINER)
+    result = run_python(["-m", "basetrainer", "study", "--batch-sizes", "16", "32", "--base-batch-size", "32",
+                         "--target-metric", "loss", "--target-mode", "min", "--target-value", "5", "--script",
+                         "train.py", "--out", "study", "--", "num_epochs=2"], cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert not list((tmp_path / "study" / "run_bs16" / "log").glob("history.*"))  # no LogHistory: its files
+    for row in rows(tmp_path / "study"):
+        assert [key for key, value in row.items() if value == ""] == []  # all 14 columns
+        assert row["status"] == "ok" and row["epochs"] == "2" and float(row["samples_per_s"]) > 0
+        assert float(row["lr"]) == pytest.approx(0.1 * int(row["global_batch"]) / 32)  # scaled by the rule
+        assert float(row["final"]) < 5 and float(row["peak_memory_gib"]) > 0

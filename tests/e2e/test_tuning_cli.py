@@ -3,7 +3,7 @@ suggestion is a ready override, the files are written, and a finder whose first 
 import csv
 import re
 
-from support.processes import run_python
+from support.processes import run_command, run_python
 
 FAST = ["--net_type", "shufflenet_v2_x0_5", "--input_size", "8", "8", "--batch_size", "16", "--no-progress"]
 
@@ -12,15 +12,19 @@ def tool(name, tmp_path, *flags):
     return run_python(["-m", "basetrainer", name, *FAST, "--work_dir", tmp_path / "work", *flags], cwd=tmp_path)
 
 
-def test_lr_find_prints_the_suggestion_as_an_override_and_writes_the_points_and_the_picture(tmp_path):
-    result = tool("lr-find", tmp_path, "--num_steps", 12, "--min_lr", 1e-5, "--max_lr", 1)
+def test_lr_find_on_the_quick_start_suggests_a_rate_where_the_loss_still_falls_as_an_override(tmp_path):
+    # The command as the tuning guide gives it, on the quick start's own task and defaults (100 steps, 1 thread).
+    result = run_command(["basetrainer", "lr-find", "--no-progress", "--work_dir", tmp_path / "work"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
-    assert re.fullmatch(r"lr=\d[\d.e+-]*", lines[-1]) and lines[-3].startswith("lr range test: 12 of 12 steps")
+    assert re.fullmatch(r"lr=\d[\d.e+-]*", lines[-1]) and lines[-3].startswith("lr range test: ")
+    assert "stopped: " in lines[-3]  # it diverged before lr 10, and the sweep saw it
     folder = tmp_path / "work" / "lr_find"
     with open(folder / "lr_find.csv") as stream:
         rows = list(csv.DictReader(stream))
-    assert len(rows) == 12 and float(rows[0]["lr"]) == 1e-5
+    lowest = min(rows, key=lambda row: float(row["smoothed_loss"]))
+    suggestion = float(lines[-1][len("lr="):])
+    assert float(rows[0]["lr"]) == 1e-7 and suggestion < float(lowest["lr"])
     assert lines[-1][len("lr="):] in {f"{float(row['lr']):.3g}" for row in rows}  # one of the rates swept
     assert (folder / "lr_find.png").read_bytes()[:4] == b"\x89PNG" and (folder / "config.yaml").is_file()
     assert not (folder / "model").exists()  # the tool saves no checkpoint
@@ -30,12 +34,15 @@ def test_batch_find_prints_the_table_and_the_recommended_size_and_writes_the_csv
     result = tool("batch-find", tmp_path, "--max_memory", 64, "--steps", 1, "--max_trials", 4)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
-    assert re.fullmatch(r"batch_size=\d+", lines[-1])
+    # The run trains at batches of 16 with SGD: a larger size carries the lr that follows it.
+    override = re.fullmatch(r"batch_size=(\d+)( 'lr_scaling=\{rule: linear, base_batch_size: 16\}')?", lines[-1])
+    assert override and bool(override[2]) == (override[1] != "16")
     assert any(line.split()[:3] == ["batch", "size", "fits"] for line in lines)
+    assert "can end at a lower accuracy" in result.stdout and "basetrainer study" in result.stdout
     with open(tmp_path / "work" / "batch_find" / "batch_find.csv") as stream:
         rows = list(csv.DictReader(stream))
     assert [int(row["batch_size"]) for row in rows] == [2, 4, 8, 16]
-    assert lines[-1] in {f"batch_size={row['batch_size']}" for row in rows if row["fits"] == "True"}
+    assert override[1] in {row["batch_size"] for row in rows if row["fits"] == "True"}
 
 
 def test_batch_find_whose_first_size_does_not_fit_is_one_line_and_leaves_nothing(tmp_path):

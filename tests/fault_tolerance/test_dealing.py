@@ -3,10 +3,12 @@ DiLoCo's fragments (basetrainer.fault_tolerance.diloco): pure functions, checked
 import random
 
 import pytest
+import torch
 from torch import nn
 
 from basetrainer.fault_tolerance.batches import _share
 from basetrainer.fault_tolerance.diloco import split_in_fragments
+from basetrainer.fault_tolerance.replica_groups import ReplicaGroups
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -37,3 +39,15 @@ def test_fragments_are_contiguous_runs_of_about_equal_size_none_empty(count):
     assert [p for fragment in fragments for p in fragment] == parameters
     sizes = [sum(p.numel() for p in fragment) for fragment in fragments]
     assert max(sizes) <= sum(sizes) / len(sizes) + max(p.numel() for p in parameters)
+
+
+def test_a_diloco_unit_that_runs_on_past_an_epoch_leaves_the_next_epoch_unread():
+    # A sync every 20 steps, 11 steps an epoch: the unit's reads of epoch 1 are epoch 1's. They moved epoch 2's
+    # position to the end of its order, and every later epoch read nothing.
+    groups = ReplicaGroups(None, 0, "http://127.0.0.1:9", torch.device("cpu"))
+    groups.start_epoch(0)
+    for _ in range(11):
+        groups.read(128)
+    assert groups.position == 11 * 128
+    groups.start_epoch(1)
+    assert groups.position == 0 and groups.steps_pending == 11  # the sync still comes 20 steps after the last

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from basetrainer.engine.options import LoopOptions
-from basetrainer.errors import ConfigError
+from basetrainer.errors import ConfigError, TrainingAlreadyFinished
 from basetrainer.fault_tolerance import DiLoCoOptions, FaultTolerance, start_replica_groups
 from basetrainer.fault_tolerance.replica_groups import import_torchft
 
@@ -72,6 +72,34 @@ def test_without_torchft_the_error_names_the_pip_command(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchft" else find_spec(name, *a))
     with pytest.raises(ConfigError, match=r'pip install "basetrainer\[torchft\]"'):
         import_torchft()
+
+
+@pytest.mark.parametrize("resume, files_since", [(None, 1795000000.25), ("auto", None)])
+def test_a_job_started_afresh_resumes_only_its_own_checkpoints_one_that_continues_any(monkeypatch, tmp_path,
+                                                                                     resume, files_since):
+    pytest.importorskip("torchft")
+    monkeypatch.setenv("BASETRAINER_REPLICA_GROUP", "1")
+    monkeypatch.setenv("BASETRAINER_LIGHTHOUSE", "http://localhost:1")
+    monkeypatch.setenv("BASETRAINER_REPLICA_GROUP_RESTARTS", "1")
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_STARTED", "1795000000.25")
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_FINISHED", str(tmp_path / "finished"))
+    cfg = {"fault_tolerance": GROUPS, "work_dir": str(tmp_path), "resume": resume}
+    groups, read = start_replica_groups(options(**cfg), CPU, cfg)
+    assert (groups.files_since, read.resume) == (files_since, "auto")
+    assert groups.finished_marker == str(tmp_path / "finished")
+
+
+def test_a_group_that_starts_after_another_finished_the_training_stops_before_building_anything(monkeypatch, tmp_path):
+    pytest.importorskip("torchft")
+    monkeypatch.setenv("BASETRAINER_REPLICA_GROUP", "1")
+    monkeypatch.setenv("BASETRAINER_LIGHTHOUSE", "http://localhost:1")
+    monkeypatch.setenv("BASETRAINER_REPLICA_GROUP_RESTARTS", "1")
+    monkeypatch.setenv("BASETRAINER_REPLICA_JOB_FINISHED", str(tmp_path / "finished"))
+    (tmp_path / "finished").touch()  # the supervisor's file: group 0 finished
+    cfg = {"fault_tolerance": GROUPS, "work_dir": str(tmp_path)}
+    with pytest.raises(TrainingAlreadyFinished) as stopped:
+        start_replica_groups(options(**cfg), CPU, cfg)
+    assert stopped.value.exit_code == 0
 
 
 def test_each_group_writes_its_own_run_directory_and_a_restarted_one_resumes(monkeypatch, tmp_path):

@@ -12,6 +12,7 @@ from basetrainer.distributed import comm
 from basetrainer.distributed.launch import launch
 from basetrainer.engine.added_callbacks import callbacks_added
 from basetrainer.engine.events import Callback
+from basetrainer.engine.run_summary import RunSummary
 from basetrainer.errors import ConfigError
 from basetrainer.integrations import ray as on_ray
 from support.toy import ToyTrainer, toy_cfg
@@ -61,8 +62,9 @@ def test_a_trainer_built_within_callbacks_added_gets_the_drivers_callback_after_
     with callbacks_added(Marker):
         inside = ToyTrainer(toy_cfg(callbacks=[own]))
     outside = ToyTrainer(toy_cfg(callbacks=[own]))
-    assert [type(callback) for callback in inside.callbacks] == [Callback, Marker]
-    assert [type(callback) for callback in outside.callbacks] == [Callback]
+    # then the engine's own: the run summary
+    assert [type(callback) for callback in inside.callbacks] == [Callback, Marker, RunSummary]
+    assert [type(callback) for callback in outside.callbacks] == [Callback, RunSummary]
 
 
 @pytest.fixture

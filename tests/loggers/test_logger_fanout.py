@@ -126,3 +126,17 @@ def test_an_end_loggers_still_listed_changes_nothing_and_says_it_is_no_longer_ne
     with pytest.warns(DeprecationWarning, match="EndLoggers is no longer needed"):
         train(tmp_path, [logger], end_loggers=True)
     assert logger.calls == EVERY_CALL
+
+
+def test_a_full_disk_stops_the_run_in_one_line_instead_of_dropping_the_logger(tmp_path):
+    from basetrainer.errors import DiskFullError
+    from basetrainer.loggers.history import HistoryLogger
+    from support.full_disk import fill, small_filesystem
+
+    with small_filesystem(tmp_path / "disk", "1m") as disk:
+        fan_out = LoggerFanOut([HistoryLogger(disk)])
+        fan_out.start([], resumed=False, step=0)
+        fill(disk)
+        with pytest.raises(DiskFullError, match=r"could not write .*history\.csv: no space left on device"):
+            fan_out.log_epoch({"epoch": 1, "lr": 0.1, "train": {"loss": 0.9}, "test": {"Acc": 80.0}}, step=9)
+        assert len(fan_out.active) == 1

@@ -51,6 +51,23 @@ def test_other_ranks_log_warnings_only_and_write_no_file(tmp_path, capsys):
     assert not logfile.exists()
 
 
+def test_a_log_file_on_a_full_disk_says_so_once_and_the_console_keeps_every_line(tmp_path, capsys):
+    from support.full_disk import fill, small_filesystem
+
+    with small_filesystem(tmp_path / "disk", "1m") as disk:
+        logfile = f"{disk}/log/train.log"
+        logger = set_logger("info", logfile)
+        logger.info("first line")
+        fill(disk)
+        for number in range(3):
+            logger.info("line %d %s", number, "x" * 5000)  # more than the page tmpfs may have left
+        set_logger(level="info")  # closes the file before the disk goes
+    err = capsys.readouterr().err
+    assert err.count(f"warning: {logfile}: no space left on device; log lines go to the console only") == 1
+    assert "Traceback" not in err and "--- Logging error ---" not in err
+    assert all(f"line {number}" in err for number in range(3))
+
+
 def test_leaves_root_and_other_libraries_loggers_alone(tmp_path):
     root, other = logging.getLogger(), logging.getLogger("some_library")
     before = (list(root.handlers), root.level, list(other.handlers), other.level, other.propagate)

@@ -1,15 +1,20 @@
-"""timm backbones as ``net_type: timm/<name>``: built offline, refused in one line, fed their own input size and
+"""timm backbones as ``net_type: timm/<name>``: built with random weights or timm's pretrained ones (through timm's
+own loader, from a local file here: the machine reaches no hub), refused in one line, fed their own input size and
 normalisation, and taken through every path a model takes in this process (autocast, channels-last, activation
 checkpointing, compile, FSDP on a one-process group, pruning, export). tests/e2e/test_timm_classification.py
 trains one with the task and predicts with it."""
 import importlib.util
 
+import huggingface_hub
 import pytest
+import timm
 import torch
 import torch.distributed as dist
+from safetensors.torch import save_file
 from torch import nn
 
-from basetrainer.errors import ConfigError
+from basetrainer import cli
+from basetrainer.errors import CheckpointError, ConfigError
 from basetrainer.export import export_model
 from basetrainer.models import get_models
 from basetrainer.models.timm_models import check_prunable
@@ -77,10 +82,57 @@ def test_pretrained_weights_come_from_a_local_file_and_a_head_of_another_size_st
     assert model.fc.weight.shape == (NUM_CLASSES, trained.fc.in_features)
 
 
-def test_pretrained_true_is_refused_as_it_would_download():
-    with pytest.raises(ConfigError, match="built offline: pretrained=True would fetch its weights from the Hugging "
-                                          "Face hub; give pretrained=<weights file>"):
-        get_models(CNN, num_classes=NUM_CLASSES, pretrained=True)
+def test_timm_s_own_weights_file_of_the_model_loads_through_timm_and_its_1000_class_head_stays_fresh(tmp_path):
+    """model.safetensors, as the Hugging Face hub holds timm's weights (timm/resnet10t.c3_in1k)."""
+    hub_weights = timm.create_model("resnet10t", num_classes=1000)
+    save_file(hub_weights.state_dict(), tmp_path / "model.safetensors")
+    model = get_models(CNN, num_classes=NUM_CLASSES, pretrained=str(tmp_path / "model.safetensors"))
+    assert torch.equal(model.layer4[0].conv2.weight, hub_weights.layer4[0].conv2.weight)
+    assert torch.equal(model.conv1[1].running_mean, hub_weights.conv1[1].running_mean)  # BatchNorm's buffers too
+    assert model.fc.weight.shape == (NUM_CLASSES, hub_weights.fc.in_features)
+
+
+def test_a_weights_file_whose_head_has_the_model_s_classes_keeps_its_head(tmp_path):
+    earlier = timm_model(num_classes=NUM_CLASSES)
+    torch.save(earlier.state_dict(), tmp_path / "earlier.pth")
+    model = get_models(CNN, num_classes=NUM_CLASSES, pretrained=str(tmp_path / "earlier.pth"))
+    assert torch.equal(model.fc.weight, earlier.fc.weight)
+
+
+def test_a_vit_s_weights_load_at_another_input_size_as_timm_adapts_its_position_embeddings(tmp_path):
+    torch.save(timm.create_model("test_vit", num_classes=1000).state_dict(), tmp_path / "vit.pth")
+    model = get_models(VIT, input_size=[32, 32], num_classes=NUM_CLASSES, pretrained=str(tmp_path / "vit.pth"))
+    assert model(images()).shape == (2, NUM_CLASSES)
+
+
+def test_a_weights_file_of_another_model_is_one_line_naming_what_it_lacks(tmp_path):
+    torch.save(timm_model().state_dict(), tmp_path / "resnet10t.pth")
+    with pytest.raises(CheckpointError, match=r"resnet10t.pth lacks \d+ of timm/test_vit's weights \(e.g. cls_token\)"):
+        get_models(VIT, input_size=[32, 32], num_classes=NUM_CLASSES, pretrained=str(tmp_path / "resnet10t.pth"))
+
+
+def test_a_file_that_holds_no_weights_is_one_line(tmp_path):
+    (tmp_path / "notes.pth").write_text("not a checkpoint")
+    with pytest.raises(CheckpointError, match=r"notes.pth: cannot read weights from it \(.*not a safetensors file, nor "
+                                              r"a torch file of tensors only\)") as error:
+        get_models(CNN, num_classes=NUM_CLASSES, pretrained=str(tmp_path / "notes.pth"))
+    assert "\n" not in str(error.value)
+
+
+def test_pretrained_true_out_of_reach_of_timm_s_weights_ends_the_command_in_one_line_naming_the_file_to_pass(
+        tmp_path, monkeypatch, capsys):
+    """timm fetches them through the Hugging Face hub, whose offline mode this machine's closed network amounts
+    to (with the network merely down, the hub retries for some 40 s first, then fails alike)."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["train", "net_type=timm/resnet10t", "pretrained=true", "input_size=[32,32]", "num_epochs=1",
+                  "progress=false", "work_dir=run"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert ended.value.code == 2 and not (tmp_path / "run").exists()
+    assert error.startswith("error: timm/resnet10t: pretrained=true cannot fetch timm's weights for it (")
+    assert error.endswith("take model.safetensors of hf-hub:timm/resnet10t.c3_in1k, and pass pretrained=<that file>; "
+                          "or pretrained=false")
 
 
 def test_a_config_that_leaves_them_unset_takes_the_timm_models_input_size_mean_and_std():

@@ -16,7 +16,7 @@ def finished_study(tmp_path):
                                     "out": str(tmp_path / "study")})
     for batch_size, time_s in ((32, 21.5), (64, 23.9)):
         run_dir = write_run(tmp_path / "study" / f"run_bs{batch_size}", [80.0, 91.0, 89.0], [10.0, 21.0, 33.0],
-                            target={**REACHED, "time_s": time_s})
+                            target={**REACHED, "time_s": time_s}, lr=0.05 * batch_size / 64)  # scaled as the run did
         write_row(str(run_dir), run_row(str(run_dir), batch_size, plan, Outcome(0, 30.0)))
     return plan
 

@@ -30,11 +30,10 @@ def test_the_curve_is_the_metric_against_training_time(tmp_path):
     assert run_row(str(run_dir), 32, study(tmp_path), FINISHED)["curve"] == [[10.0, 80.0], [21.0, 91.0], [33.0, 89.0]]
 
 
-@pytest.mark.parametrize("rule, expected", [("linear", 0.05 * 256 / 64), ("sqrt", 0.05 * 2.0), ("none", 0.05)])
-def test_the_lr_is_the_configs_scaled_by_the_rule_for_the_global_batch_with_accumulation(tmp_path, rule, expected):
-    run_dir = write_run(tmp_path / "run_bs64", [95.0], [5.0], accumulate=2)
-    row = run_row(str(run_dir), 64, study(tmp_path, rule=rule, processes=2), FINISHED)["row"]
-    assert row["global_batch"] == 256 and row["lr"] == pytest.approx(expected)
+def test_the_lr_is_the_one_the_run_trained_at_and_the_global_batch_counts_its_accumulation(tmp_path):
+    run_dir = write_run(tmp_path / "run_bs64", [95.0], [5.0], lr=0.2, accumulate=2)  # 0.05 x 256 / 64, as scaled
+    row = run_row(str(run_dir), 64, study(tmp_path, processes=2), FINISHED)["row"]
+    assert row["global_batch"] == 256 and row["lr"] == 0.2
 
 
 def test_a_run_that_did_not_reach_the_target_has_no_time_to_it(tmp_path):
@@ -68,9 +67,9 @@ def test_a_row_file_reads_back_as_written(tmp_path):
 
 
 def rows(tmp_path):
-    fast = write_run(tmp_path / "run_bs32", [80.0, 91.0, 89.0], [10.0, 21.0, 33.0], target=REACHED)
+    fast = write_run(tmp_path / "run_bs32", [80.0, 91.0, 89.0], [10.0, 21.0, 33.0], target=REACHED, lr=0.025)
     slow = write_run(tmp_path / "run_bs64", [70.0, 85.0, 92.5], [8.0, 16.0, 24.0],
-                     target={**REACHED, "time_s": 23.9, "epoch": 3, "step": 30})
+                     target={**REACHED, "time_s": 23.9, "epoch": 3, "step": 30}, lr=0.05)
     plan = study(tmp_path)
     return [run_row(str(fast), 32, plan, FINISHED)["row"], run_row(str(slow), 64, plan, FINISHED)["row"]]
 

@@ -4,11 +4,12 @@ import re
 
 import pytest
 import torch
+import yaml
 
 from basetrainer.checkpoint.rng import get_rng_state
 from basetrainer.errors import ConfigError
 from basetrainer.tuning import BatchTrial, find_batch_size
-from basetrainer.tuning.batch_size import _knee, _search
+from basetrainer.tuning.batch_size import BatchSizeResult, _knee, _lr_at, _search
 from support.tuning import Disturbable, assert_bitwise_equal, assert_same_rng, disturbable, end_of_run
 
 WIDE = 4096  # hidden units: 16 KiB of activations per sample, so memory grows measurably with the batch
@@ -103,3 +104,35 @@ def test_bad_arguments_are_one_line_errors_before_any_step(arguments, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as refused:
         find_batch_size(trainer, **arguments)
     assert "\n" not in str(refused.value) and trainer.state.loss is None
+
+
+class AdamDisturbable(Disturbable):
+    def build_optimizer(self, cfg):
+        return torch.optim.Adam(self.model.parameters(), lr=cfg.get("lr", 0.1))
+
+
+def test_the_override_carries_lr_scaling_by_the_linear_rule_for_sgd_and_pasted_it_gives_the_scaled_lr():
+    trainer = disturbable()  # SGD at lr 0.1, batches of 16
+    scaling, note = _lr_at(trainer, 64)
+    assert scaling == "{rule: linear, base_batch_size: 16}"
+    assert note == "the lr follows the batch by the linear rule for SGD: 0.1 at batch 16 -> 0.4 at batch 64"
+    result = BatchSizeResult([], 64, 64, None, False, False, scaling, note)
+    assert result.override == "batch_size=64 'lr_scaling={rule: linear, base_batch_size: 16}'"
+    pasted = yaml.safe_load(result.override.split("'")[1].split("=", 1)[1])
+    assert disturbable(batch_size=64, lr_scaling=pasted).optimizer.param_groups[0]["initial_lr"] == pytest.approx(0.4)
+
+
+def test_for_an_adam_type_optimizer_the_override_scales_the_lr_by_the_square_root_rule():
+    scaling, note = _lr_at(AdamDisturbable(disturbable().cfg), 64)
+    assert scaling == "{rule: sqrt, base_batch_size: 16}" and note.endswith("0.1 at batch 16 -> 0.2 at batch 64")
+
+
+def test_a_run_that_scales_its_lr_already_needs_only_the_batch_size_in_the_override():
+    trainer = disturbable(lr_scaling={"rule": "linear", "base_batch_size": 8})  # lr 0.2 at 16
+    scaling, note = _lr_at(trainer, 64)
+    assert scaling == "" and note == "lr_scaling (linear) scales the lr with the batch: 0.2 at batch 16 -> 0.8 at batch 64"
+    assert BatchSizeResult([], 64, 64, None, False, False, scaling, note).override == "batch_size=64"
+
+
+def test_the_configs_own_batch_needs_no_lr_in_the_override():
+    assert _lr_at(disturbable(), 16) == ("", "the lr stays 0.1 at batch 16, the config's")

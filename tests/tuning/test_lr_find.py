@@ -12,8 +12,9 @@ from basetrainer.data.samplers import find_sampler
 from basetrainer.engine.events import Callback
 from basetrainer.errors import ConfigError
 from basetrainer.tuning import TuningMethods, lr_find
-from basetrainer.tuning.range_test import suggest, sweep_lrs
+from basetrainer.tuning.range_test import Divergence, LRFindResult, suggest, sweep_lrs
 from basetrainer.tuning.reports import plot_lr_find, write_csv
+from support import loss_curves
 from support.tuning import Disturbable, assert_bitwise_equal, assert_same_rng, disturbable, end_of_run
 
 
@@ -65,23 +66,89 @@ def test_the_suggestion_is_the_steepest_descent_of_the_smoothed_loss():
     assert suggest(lrs, smoothed, 50) == lrs[30]
 
 
-def test_the_suggestion_leaves_out_the_first_tenth_and_the_last_point():
+def test_the_suggestion_leaves_out_the_first_tenth_and_every_point_from_the_lowest_on():
     lrs = sweep_lrs(1e-5, 1.0, 50)
-    smoothed = [1.0] * 50
-    smoothed[1], smoothed[-1] = 0.0, -10.0  # steep drops where the sweep starts and where it ends
-    assert suggest(lrs, smoothed, 50) not in (lrs[0], lrs[1], lrs[-2], lrs[-1])
+    smoothed = [2.0 - 0.02 * step for step in range(30)] + [1.5 + 0.1 * step for step in range(20)]  # lowest: 29
+    smoothed[3] = 1.6  # a steep drop where the sweep starts
+    smoothed[40] = 1.45  # a deep dip past the lowest point (a diverged loss's wiggle), still above it
+    assert 5 <= lrs.index(suggest(lrs, smoothed, 50)) < 29
+
+
+def test_no_suggestion_when_the_loss_was_lowest_within_the_first_tenth():
+    lrs = sweep_lrs(1e-5, 1.0, 50)
+    smoothed = [1.0 + 0.1 * step for step in range(50)]  # rising from the start: min_lr is already too high
+    assert suggest(lrs, smoothed, 50) is None
+
+
+@pytest.mark.parametrize("losses", [loss_curves.SEED_2020, loss_curves.SEED_1, loss_curves.SEED_2],
+                         ids=["seed 2020", "seed 1", "seed 2"])
+def test_on_recorded_sweeps_of_the_digits_the_sweep_stops_past_the_lowest_point_and_suggests_a_rate_in_the_descent(
+        losses):
+    result = replay(losses)
+    assert result.stopped and len(result.lrs) < 100
+    assert 0.005 < result.suggestion < 0.02 < result.lowest  # the quick start trains at 0.05 after warm-up
+
+
+def test_a_diverged_loss_that_levels_off_below_the_threshold_stops_the_sweep_and_wins_no_suggestion():
+    # The issue's sweep: past the divergence the loss levels off near 5.4, so the smoothed loss never reaches
+    # 4 x its lowest (about 1.74), and a wiggle in the level at step 96 is steeper than the real descent.
+    level = [5.4 + 0.4 * math.sin(step) for step in range(22)]
+    level[17] = 3.0  # the wiggle: a dip, then back
+    losses = loss_curves.SEED_2020[:78] + level
+    smoothed = replay(losses, diverge=1000.0).smoothed  # the sweep run to its end, as the smoothed rule alone does
+    assert max(smoothed[78:]) < 4 * min(smoothed)
+    assert suggest(sweep_lrs(1e-7, 10, 100), smoothed, 100) == pytest.approx(0.0123, rel=0.01)
+    result = replay(losses)
+    assert len(result.lrs) < 85 and "exceeded 1.5 x the" in result.stopped
+    assert result.suggestion == pytest.approx(0.0123, rel=0.01)
+
+
+def test_a_noisy_flat_start_neither_stops_the_sweep_nor_wins_the_suggestion():
+    noise = np.random.default_rng(0).uniform(-0.4, 0.4, size=45)  # +-15% on a loss near 2.6
+    losses = [loss + wobble for loss, wobble in zip(loss_curves.SEED_2020[:45], noise)] + loss_curves.SEED_2020[45:]
+    result = replay(losses)
+    assert len(result.lrs) > 70
+    assert result.suggestion == pytest.approx(0.0123, rel=0.01)
+
+
+def test_a_late_spike_does_not_stop_a_sweep_still_descending_and_its_decay_wins_no_suggestion():
+    losses = list(loss_curves.SEED_2020)
+    losses[66] = 12.0  # one wild step late in the descent
+    result = replay(losses)
+    assert len(result.lrs) > 75  # the median of 5 steps is not moved by one
+    assert 0.005 < result.suggestion < 0.02 and result.suggestion < result.lowest
+
+
+def test_a_loss_that_is_not_finite_stops_the_sweep_before_it_is_recorded():
+    result = replay([2.0, 1.9, 1.8, float("nan"), 1.0])
+    assert result.losses == [2.0, 1.9, 1.8] and result.stopped == "the loss was nan at lr 1.75e-07"
+
+
+def replay(losses, diverge=4.0):
+    """The range test's rules on recorded losses, as :func:`lr_find` applies them (100 planned steps, lr 1e-7 to
+    10, the default smoothing): what it would have stopped at and suggested."""
+    lrs = sweep_lrs(1e-7, 10, 100)
+    divergence, stopped = Divergence(0.98, diverge), None
+    for loss, lr in zip(losses, lrs):
+        stopped = divergence.add(loss, lr)
+        if stopped:
+            break
+    swept = lrs[:len(divergence.smoothed)]
+    return LRFindResult(swept, divergence.losses, divergence.smoothed, suggest(swept, divergence.smoothed, 100), 100,
+                        stopped)
 
 
 def test_on_a_toy_problem_the_suggestion_lies_between_too_small_and_diverging():
     result = lr_find(disturbable(train_size=256), min_lr=1e-4, max_lr=100, num_steps=60)
-    assert 1e-2 < result.suggestion < result.lrs[-1]
+    assert 1e-2 < result.suggestion < result.lowest <= result.lrs[-1]
     assert result.override == f"lr={result.suggestion:.3g}"
 
 
 def test_the_sweep_stops_once_the_smoothed_loss_diverges():
     result = lr_find(disturbable(), min_lr=1e-3, max_lr=1e6, num_steps=60, diverge=4.0)
-    assert len(result.lrs) < 60 and "exceeded 4 x its lowest" in result.stopped
-    assert result.smoothed[-1] > 4.0 * min(result.smoothed[:-1])
+    assert len(result.lrs) < 60 and "exceeded" in result.stopped
+    assert max(result.smoothed[-1], float(np.median(result.losses[-5:]))) > 4.0 * min(result.smoothed[:-1]) or \
+        "the sweep started from" in result.stopped
 
 
 def test_every_loss_is_smoothed_with_bias_correction():

@@ -1,11 +1,14 @@
 """TrainerSnapshot: what training changes comes back bitwise, also in a trainer that has trained already."""
+import copy
+
 import torch
 
+from basetrainer.callbacks import EMA
 from basetrainer.checkpoint.rng import get_rng_state
 from basetrainer.data.samplers import find_sampler
 from basetrainer.tuning import TrainerSnapshot
 from basetrainer.tuning.steps import optimizer_steps
-from support.tuning import assert_same_rng, disturbable
+from support.tuning import Disturbable, assert_same_rng, disturbable
 
 
 def trained_for(trainer, steps: int) -> None:
@@ -52,3 +55,62 @@ def test_a_snapshot_can_be_restored_again_after_more_training():
         snapshot.restore()
         trained_for(trainer, 2)
     assert all(torch.equal(param, saved) for param, saved in zip(trainer.model.parameters(), weights))
+
+
+class WithEveryPart(Disturbable):
+    """The disturbable trainer with a part of every kind the CPU has: callbacks with state (the schedule, an EMA),
+    lr_scaling (its own part), the run, the data layout, the config; and one part of a feature of its own, which
+    the snapshot has no code for (as a part added later would be)."""
+
+    def build_callbacks(self, cfg):
+        return [*super().build_callbacks(cfg), EMA(decay=0.5)]
+
+    def _track_checkpoint_parts(self):
+        super()._track_checkpoint_parts()
+        self.checkpoints.parts["counter"] = self.counter
+
+    counter = None
+
+
+class Counter:
+    def __init__(self):
+        self.count = 0
+
+    def state_dict(self):
+        return {"counter": torch.tensor(self.count)}
+
+    def load_state_dict(self, saved, name):
+        self.count = int(saved["counter"])
+
+
+def test_every_checkpoint_part_is_restored_so_the_checkpoint_after_a_probe_is_the_one_before_it():
+    trainer = WithEveryPart(disturbable(lr_scaling={"rule": "linear", "base_batch_size": 8}).cfg)
+    trainer.counter = Counter()
+    trained_for(trainer, 2)
+    manager = trainer.checkpoint_manager()
+    assert {"callbacks", "run", "layout", "lr_scaling", "config", "counter"} <= set(manager.parts)
+    before = copy.deepcopy(manager.state_dict(rank_only=True))  # its tensors are the live ones
+    [ema] = [callback for callback in trainer.callbacks if isinstance(callback, EMA)]
+    with TrainerSnapshot(trainer):
+        trained_for(trainer, 5)  # the model, the optimizer, the run, the random streams
+        ema.load_state_dict({"averaged": {name: torch.ones_like(value) for name, value
+                                          in trainer.model.state_dict().items()}, "updates": 7, "last_step": 7})
+        trainer.callbacks[0].load_state_dict({**trainer.callbacks[0].state_dict(), "last_epoch": 9})
+        trainer.lr_scaling.load_state_dict({}, "a test")
+        trainer.counter.count = 9
+    after = trainer.checkpoint_manager().state_dict(rank_only=True)
+    assert differing(after, before) == []
+
+
+def differing(left, right, where="") -> list:
+    """The places where two checkpoints' entries differ (tensors bitwise)."""
+    if isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
+        same = isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor) and torch.equal(left, right)
+        return [] if same else [where]
+    if isinstance(left, dict) and isinstance(right, dict):
+        if left.keys() != right.keys():
+            return [where]
+        return [place for key in left for place in differing(left[key], right[key], f"{where}/{key}")]
+    if isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)) and len(left) == len(right):
+        return [place for index, pair in enumerate(zip(left, right)) for place in differing(*pair, f"{where}/{index}")]
+    return [] if left == right else [where]

@@ -1,12 +1,14 @@
 """Specification of basetrainer.utils.file_utils."""
+import errno
 import os
 import re
 
 import pytest
 
-from basetrainer.errors import ConfigError
+from basetrainer.errors import ConfigError, DiskFullError
 from basetrainer.utils import file_utils
 from basetrainer.utils.file_utils import copy_file_to_dir, create_dir, get_time, write_text_atomic
+from support.full_disk import small_filesystem
 
 
 def test_create_dir_makes_parents_and_returns_the_path(tmp_path):
@@ -69,18 +71,17 @@ def test_write_text_atomic_replaces_the_file_and_leaves_no_temporary(tmp_path):
     assert os.listdir(path.parent) == ["history.txt"]
 
 
-def test_write_text_atomic_keeps_the_old_file_when_writing_fails(monkeypatch, tmp_path):
-    path = tmp_path / "history.txt"
-    path.write_text("old")
-
-    def fail(source, target):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(file_utils.os, "replace", fail)
-    with pytest.raises(OSError):
-        write_text_atomic(str(path), "new")
-    assert path.read_text() == "old"
-    assert os.listdir(tmp_path) == ["history.txt"]
+def test_a_full_disk_is_a_one_line_error_naming_the_file_and_the_old_file_stays(tmp_path):
+    with small_filesystem(tmp_path / "disk", "1m") as disk:
+        path = os.path.join(disk, "history.csv")
+        write_text_atomic(path, "old")
+        with pytest.raises(DiskFullError) as error:
+            write_text_atomic(path, "x" * 3_000_000)
+        assert isinstance(error.value, OSError) and error.value.errno == errno.ENOSPC and error.value.exit_code == 2
+        assert re.fullmatch(rf"could not write {re.escape(path)}: no space left on device \([\d.]+ [KM]?B(ytes)? free\); "
+                            r"free some disk space or write elsewhere \(work_dir, --out\) \(the file there before is intact\)",
+                            str(error.value))
+        assert open(path).read() == "old" and os.listdir(disk) == ["history.csv"]
 
 
 def test_get_time_is_a_sortable_timestamp_by_default():

@@ -5,7 +5,7 @@ the shorter side, turned by up to 15 degrees, in a colour that stands out from w
 photograph-like background: a coloured field of coarse and fine noise, a few half-transparent shapes, sensor
 grain. ::
 
-    write_photo_digits("data/photo_digits")      # or: python -m basetrainer.data.images.photo_digits DIR
+    write_photo_digits("data/photo_digits")  # or: python -m basetrainer.data.images.photo_digits DIR
     # data/photo_digits/train/<digit>/<row>.jpg   80% of each digit (the digits' own split)
     # data/photo_digits/val/<digit>/<row>.jpg     the other 20%
 
@@ -147,7 +147,7 @@ def _noise(rng, width, height, cells_x, cells_y):
     return Image.fromarray(cells).resize((width, height), Image.BICUBIC)
 
 
-def main(argv=None):
+def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m basetrainer.data.images.photo_digits",
                                      description="Write the photo-like JPEG digits (an ImageFolder tree) to ROOT.")
     parser.add_argument("root", nargs="?", default=os.path.join("data", "photo_digits"))
@@ -156,7 +156,11 @@ def main(argv=None):
     parser.add_argument("--size_factor", type=float, default=1.0, help="scales every picture's sides")
     parser.add_argument("--repeats", type=int, default=1, help="each digit drawn that many times (a larger set)")
     parser.add_argument("--processes", type=int, default=1, help="drawn by that many processes")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = get_parser().parse_args(argv)
     print(write_photo_digits(args.root, seed=args.seed, per_class=args.per_class, size_factor=args.size_factor,
                              repeats=args.repeats, processes=args.processes))
 

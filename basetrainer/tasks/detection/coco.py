@@ -2,8 +2,10 @@
 
 ::
 
-    data = CocoDetection("data/train/images", "data/train/instances.json", transform=build_transform(cfg, True))
-    image, target = data[0]   # float (3, H, W) in [0, 1]; {"boxes": (N, 4) x1 y1 x2 y2, "labels": (N,), "image_id"}
+    data = CocoDetection("data/train/images", "data/train/instances.json",
+                         transform=build_transform(cfg, True))
+    # image: float (3, H, W) in [0, 1]; target: {"boxes": (N, 4) x1 y1 x2 y2, "labels", "image_id"}
+    image, target = data[0]
 
 The annotation file is checked as a whole when the data set is made, before any training: a file that
 is not COCO (a missing ``images``, ``annotations`` or ``categories`` list, an entry without its keys,

@@ -22,8 +22,8 @@ def get_parser(prog=None):
         description="Train an object detector on COCO-format data (a folder of images and an instances.json).\n"
                     "With no data given, digits on 64x64 canvases are generated in data/digit_scenes and used.",
         examples=["--num_epochs 8",
-                  "--train_images D/train2017 --train_annotations D/annotations/instances_train2017.json",
-                  "--distributed --gpu_id 0 1    # without CUDA: 2 CPU processes (gloo)"],
+                  "--train_images D/train2017 \\\n      --train_annotations D/annotations/instances_train2017.json",
+                  "--distributed --gpu_id 0 1    # no CUDA: 2 CPU processes (gloo)"],
     )
 
 

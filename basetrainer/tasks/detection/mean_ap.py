@@ -12,7 +12,7 @@ PER_CLASS = "AP"  # logs["test"]["AP"][class name]: the class's AP, published as
 
 
 class MeanAPRecorder(Callback):
-    """Publishes the test set's COCO mAP (IoU 0.5 to 0.95), mAP@0.5 and mAP@0.75 as ``logs["test"]["map"]``,
+    """Publishes the test set's COCO mAP (IoU 0.5 to 0.95), ``mAP@0.5`` and ``mAP@0.75`` as ``logs["test"]["map"]``,
     ``"map_50"``, ``"map_75"``, and each class's AP as ``logs["test"]["AP"][name]`` (``"AP/<name>"`` to a
     ``target``, ``ModelCheckpoint`` or the history), values from 0 to 1; the main process logs them in one
     line after each evaluation.

@@ -9,7 +9,7 @@ outputs, for every family alike.
 ``fcos_tiny`` is torchvision's FCOS on a 4-convolution backbone (0.40M parameters, against 2.3M for
 ``ssdlite320_mobilenet_v3_large``, 19M for ``fasterrcnn_mobilenet_v3_large_320_fpn`` and 32M for
 ``retinanet_resnet50_fpn`` with 10 classes) with two feature levels, strides 4 and 8: with the task's
-defaults it reached a test mAP@0.5 of 0.67 on the generated digit scenes after 3 epochs, 154 s of
+defaults it reached a test ``mAP@0.5`` of 0.67 on the generated digit scenes after 3 epochs, 154 s of
 training on one thread of a 2-core CPU (``bench/RESULTS.md``).
 """
 import difflib

@@ -59,7 +59,8 @@ def predict_coco(checkpoint, images, annotations, out, batch_size=16, gpu_id=Non
 
 
 def get_parser(prog=None):
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description="Write a trained detector's boxes on the images of a "
+                                                            "COCO annotation file as a COCO results file.")
     parser.add_argument("--checkpoint", required=True, help="a model file of a detection run: model_final.pth, "
                                                             "best_model_*.pth or last.pth")
     parser.add_argument("--images", required=True, help="the folder the file_name of each image is relative to")

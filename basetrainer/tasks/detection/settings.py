@@ -75,7 +75,6 @@ TASK_SETTINGS = (
     .replace("batch_size", default=16)
     .replace("lr", default=0.01)
     .replace("weight_decay", default=0.0001)
-    .replace("milestones", default=[8, 11])
     .replace("save_best_k", help="keep the k best models by test mAP (model/best_model_<epoch>_<map>.pth)")
     .replace("early_stopping_patience", help="stop after this many evaluations without a better test mAP (0: off)")
     + DETECTION_ONLY

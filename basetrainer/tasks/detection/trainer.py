@@ -3,10 +3,11 @@
 
 ::
 
-    python examples/detection.py                           # digits on 64x64 canvases, generated on first use
+    python examples/detection.py    # digits on 64x64 canvases, generated on first use
     basetrainer train --task detection --train_images D/images --train_annotations D/instances.json \\
         --test_images V/images --test_annotations V/instances.json
-    basetrainer train --task detection --distributed --gpu_id 0 1   # 2 processes (2 GPUs, or 2 CPU processes)
+    # 2 processes (2 GPUs, or 2 CPU processes):
+    basetrainer train --task detection --distributed --gpu_id 0 1
 
 A run writes to ``work_dir`` what the classification task's does (``config.yaml``, ``model/``,
 ``log/``), with the test mAP in the log, the history and the trackers, the best models chosen by
@@ -61,7 +62,7 @@ class DetectionTrainer(EngineTrainer):
         self.classes = dataset.categories
         cfg.num_classes, cfg.classes = dataset.num_classes, list(dataset.categories)
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
-                                     distributed=cfg.distributed, collate_fn=collate_detection)
+                                     collate_fn=collate_detection)
 
     def build_test_loader(self, cfg, **kwargs):
         if not cfg.test_images:
@@ -75,13 +76,13 @@ class DetectionTrainer(EngineTrainer):
                             f"difference at {_first_difference(train, dataset)}")
         # Sharded without padding: every test image is counted once, whatever the number of processes.
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
-                                     distributed=cfg.distributed, collate_fn=collate_detection)
+                                     collate_fn=collate_detection)
 
     # ------------------------------------------------------------------ model
     def build_model(self, cfg, **kwargs):
         model = get_detector(cfg.net_type, cfg.num_classes, cfg.input_size, cfg.rgb_mean, cfg.rgb_std,
                              pretrained=cfg.pretrained)
-        return self.build_model_parallel(model, cfg.gpu_id, distributed=cfg.distributed)
+        return self.build_model_parallel(model, cfg.gpu_id)
 
     def build_criterion(self, cfg, **kwargs):
         return None  # a detector computes its own losses, given the targets

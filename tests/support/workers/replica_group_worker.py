@@ -1,4 +1,5 @@
-"""A job of replica groups for the fault-tolerance tests: the toy classifier on samples that carry their index.
+"""A job of replica groups for the fault-tolerance tests: the toy classifier (with BatchNorm) on samples that carry their
+index.
 
     python tests/support/workers/replica_group_worker.py OUT_DIR '{"fault_tolerance": {...}, ...}' [FAULTS]
 
@@ -16,7 +17,8 @@ plain DDP (its attempt: torchrun's restart count), for the benchmark's compariso
 Each group appends one JSON line per batch to OUT_DIR/group<g>.jsonl (its other processes to
 group<g>_rank<r>.jsonl): the attempt, the epoch, the optimizer step, whether the step was committed (not dropped),
 the sample indices it read, the groups alive, a digest of the weights every group holds alike (the outer weights
-under DiLoCo), the loss, the time, and on an attempt's first line the seconds its heal took (None: it did not heal),
+under DiLoCo) and one of its buffers (BatchNorm's running statistics and count), one of its own weights and buffers,
+the loss, the time, and on an attempt's first line the seconds its heal took (None: it did not heal),
 so that a test can compare groups step by step.
 """
 import hashlib
@@ -67,7 +69,8 @@ class IndexedToy(ToyTrainer):
 
     def build_model(self, cfg):
         torch.manual_seed(0)
-        return self.build_model_parallel(nn.Sequential(WithoutIndex(), nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)))
+        return self.build_model_parallel(nn.Sequential(WithoutIndex(), nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(),
+                                                       nn.Linear(16, 4)))
 
 
 class Record(Callback):
@@ -95,14 +98,14 @@ class Record(Callback):
         groups = trainer.replica_groups
         dropped = groups.dropped_steps if groups is not None else state.skipped_steps
         committed, self._dropped = dropped == self._dropped, dropped
-        own = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
-        with trainer.strategy.averaged_weights(trainer.model):
-            weights = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+        model = trainer.model
+        own = _digest(*model.parameters(), *model.buffers())
+        with trainer.strategy.averaged_weights(model):
+            weights, buffers = _digest(*model.parameters()), _digest(*model.buffers())
         line = {"tag": trainer.cfg.get("tag"), "attempt": self.attempt, "epoch": epoch, "step": state.global_step, "committed": committed,
                 "indices": [int(i) for i in inputs[0][:, -1].tolist()],
                 "alive": groups.participants[0] if groups is not None else None,
-                "weights": hashlib.sha1(weights.numpy().tobytes()).hexdigest()[:16],
-                "own": hashlib.sha1(own.numpy().tobytes()).hexdigest()[:16],
+                "weights": weights, "buffers": buffers, "own": own,
                 "loss": float(state.loss), "time": time.time(), "healed_in": self._healed_in}
         self._healed_in = None
         with open(self.path, "a") as out:
@@ -111,6 +114,14 @@ class Record(Callback):
             os.kill(os.getpid(), signal.SIGKILL)
         alone = groups is not None and groups.participants[0] < groups.options.replica_groups
         time.sleep(self.trainer.cfg.get("step_seconds_alone" if alone else "step_seconds", 0))
+
+
+def _digest(*tensors) -> str:
+    """The tensors' bytes, hashed: equal digests are bitwise equal tensors."""
+    digest = hashlib.sha1()
+    for tensor in tensors:
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _kill_after(owner, method: str, step: int, state) -> None:

@@ -6,8 +6,7 @@ Faults are injected from the command line: ``--kill-at E:B`` SIGKILLs the proces
 batch B of epoch E, ``--raise-on-rank R`` makes rank R raise, ``--hang-on-rank R[:S]`` makes
 rank R stop responding after step S (2), ``--signal-at E:B:NAME`` sends signal NAME to the
 launcher (as a cluster does before pre-empting a job), ``--die-once-at E:B`` SIGKILLs rank
-1 the first time only (for torchrun restarts), ``--fail-save`` makes the next checkpoint
-write fail half-way. In any phase: ``--signal-in PHASE:N:NAME`` sends NAME to the launcher
+1 the first time only (for torchrun restarts). In any phase: ``--signal-in PHASE:N:NAME`` sends NAME to the launcher
 and ``--kill-in PHASE:N[:S][@R]`` SIGKILLs rank R (0) at the N-th event of PHASE on that
 rank: ``training`` (a batch's end), ``evaluation`` (a test batch), ``save`` (inside the
 N-th write of the training state: half-way through the bytes, or with S >= 1 just before
@@ -156,8 +155,6 @@ def main(cfg):
     writes = _audit_writes(cfg.work_dir) if cfg.probe_dir else None
     trainer = TinyTrainer(cfg)
     _watch_saves_and_loads(trainer.phases)
-    if cfg.fail_save:
-        _fail_next_save()
     first_random = None
     if cfg.probe_dir:
         class Probe(Callback):
@@ -234,20 +231,6 @@ def _watch_saves_and_loads(phases):
                                                                               load_checkpoint)
 
 
-def _fail_next_save():
-    """Makes torch.save write part of the file, then fail, as a full disk would."""
-    from basetrainer.checkpoint import files as ckpt
-
-    real_save = ckpt.torch.save
-
-    def failing_save(obj, f, *args, **kwargs):
-        f.write(b"PK\x03\x04 partial")
-        raise OSError(28, "No space left on device")
-
-    ckpt.torch.save = failing_save
-    ckpt._real_save = real_save
-
-
 def _kill_point(text):
     """``PHASE:N[:S][@R]`` -> (phase, n, stage, rank)."""
     point, _, rank = text.partition("@")
@@ -281,7 +264,6 @@ def parse(argv=None):
                    type=lambda s: (int(s.split(":")[0]), int(s.split(":")[1]), s.split(":")[2]))
     p.add_argument("--die-once-at", dest="die_once_at", type=lambda s: tuple(int(v) for v in s.split(":")),
                    default=None)
-    p.add_argument("--fail-save", dest="fail_save", action="store_true")
     p.add_argument("--signal-in", dest="signal_in", default=None,
                    type=lambda s: (s.split(":")[0], int(s.split(":")[1]), s.split(":")[2]))
     p.add_argument("--kill-in", dest="kill_in", default=None, type=_kill_point)
