@@ -69,6 +69,14 @@ class EncodedImages:
     def pin_memory(self, device=None):
         return self  # nvJPEG reads the bytes from the host itself
 
+    def __reduce__(self):
+        # From a loader worker, the files' bytes cross as one tensor (one shared-memory block), not one per file.
+        files = [item.data for item in self.items if item.data is not None]
+        packed = torch.cat(files) if files else torch.empty(0, dtype=torch.uint8)
+        lengths = [-1 if item.data is None else len(item.data) for item in self.items]
+        rest = [(item.path, item.plan, item.pixels) for item in self.items]
+        return _unpacked, (packed, lengths, rest, self.mean, self.std)
+
     def finish_on_device(self, device: torch.device, channels_last: bool = False) -> torch.Tensor:
         height, width = self.items[0].plan.size
         layout = torch.channels_last if channels_last else torch.contiguous_format
@@ -83,6 +91,14 @@ class EncodedImages:
                 images[index] = item.pixels.to(device, non_blocking=True)
         scale, shift = normalisation(self.mean, self.std, device)
         return images.mul_(scale).add_(shift)
+
+
+def _unpacked(packed, lengths, rest, mean, std) -> EncodedImages:
+    items, start = [], 0
+    for length, (path, plan, pixels) in zip(lengths, rest):
+        items.append(EncodedImage(path, None if length < 0 else packed[start:start + length], plan, pixels))
+        start += max(length, 0)
+    return EncodedImages(items, mean, std)
 
 
 def decode_on_device(items, device: torch.device) -> list:

@@ -3,6 +3,7 @@ pixels within a level or two), the fast ones by carrying uint8 or the files' byt
 no image is the folder's one-line error, or skipped."""
 import logging
 import os
+import pickle
 import shutil
 
 import pytest
@@ -155,3 +156,13 @@ def test_uint8_batches_are_pinned_and_finished_on_the_gpu(photos):
     assert pinned.pixels.is_pinned()
     finished = pinned.finish_on_device(torch.device("cuda"))
     assert finished.device.type == "cuda" and finished.dtype == torch.float32
+
+
+def test_a_gpu_batch_crosses_from_a_worker_as_one_block_of_bytes_and_decodes_the_same(photos):
+    dataset, collate = image_folder(photos, Recipe(size=(32, 32), train=False), "nvjpeg", MEAN, STD)
+    batch, _ = collate([dataset[index] for index in range(3)])
+    batch.items[1].data, batch.items[1].pixels = None, torch.zeros(3, 32, 32, dtype=torch.uint8)
+    packed = pickle.loads(pickle.dumps(batch))
+    assert [None if item.data is None else item.data.tolist() for item in packed.items] == \
+        [None if item.data is None else item.data.tolist() for item in batch.items]
+    assert torch.equal(packed.finish_on_device(CPU), batch.finish_on_device(CPU))
