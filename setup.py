@@ -13,6 +13,9 @@ ONNX = ["onnx>=1.18", "onnxruntime>=1.20", "onnxscript>=0.5", "onnxslim>=0.1.80"
 # The documentation site (docs/): python -m sphinx -W --keep-going -n -b html docs docs/_build/html
 DOCS = ["sphinx>=8.1", "myst-parser>=4", "furo>=2024.8", "sphinx-argparse>=0.5", "sphinx-copybutton>=0.5"]
 
+# The text task: the model (dtype= in from_pretrained: transformers 4.56), LoRA, datasets, tokenizers, weights.
+HF = ["transformers>=4.56", "peft>=0.17", "datasets>=3.0", "tokenizers>=0.21", "safetensors>=0.4.3"]
+
 EXTRAS = {
     "plots": [],  # matplotlib is a core dependency now; the extra stays for old install commands
     "prune": ["torch-pruning>=1.4"],
@@ -29,9 +32,14 @@ EXTRAS = {
     # The detection task: COCO mean average precision (torchmetrics' MeanAveragePrecision on pycocotools).
     "detection": ["torchmetrics>=1.4", "pycocotools>=2.0.7"],
     "timm": ["timm>=1.0"],  # net_type: timm/<name>
+    # The text task (basetrainer train --task text): pretrained transformers, their tokenizers, datasets, LoRA.
+    "hf": HF,
     "ray": ["ray[train]>=2.40"],  # basetrainer.integrations.ray, basetrainer train --ray N
     # fault_tolerance: replica groups, their lighthouse and DiLoCo (the nightly's all-reduce survives a peer's death).
     "torchft": ["torchft-nightly>=2026.10.26"],
+    # Streaming shards (basetrainer shards; train_data: s3://...): litdata's format, reader and downloaders. Not
+    # MosaicML Streaming: it pins numpy<2.2 and transformers<5 (docs/guides/streaming.md has the comparison).
+    "streaming": ["litdata>=0.2.76,<0.3"],
     "docs": DOCS,
     # torch-tb-profiler: the test reads the profiler's trace with TensorBoard's plugin. nni pins
     # filelock<3.12, which torch (any filelock) and the other extras accept.
@@ -39,10 +47,12 @@ EXTRAS = {
     # pytest-xdist: the suite runs one test process per core (-n auto), a file's tests in one of them.
     # psutil: the loader-worker tests count the test process's children.
     # DOCS: tests/docs builds small sites to test the documentation build's own checks.
+    # moto[server]: the S3-compatible server the streaming tests start on a local port (no mock of the client).
     "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.100", "psutil>=5.9", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9",
              "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1",
              "torchmetrics>=1.4", "pycocotools>=2.0.7", "timm>=1.0", "ray[train]>=2.40",
-             "torchft-nightly>=2026.10.26", *DOCS],
+             "torchft-nightly>=2026.10.26", "litdata>=0.2.76,<0.3", "moto[server]>=5.0", *DOCS, *HF,
+             "accelerate>=1.0"],  # accelerate: HF's Trainer in bench/
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})
 

@@ -18,17 +18,22 @@
         --out p.csv
     basetrainer export work_dirs/classification/model/last --out weights.pth
     basetrainer export work_dirs/detection/model/model_final.pth --out detector.onnx
+    # fine-tune a pretrained transformer (a local folder or a hub name) with LoRA:
+    basetrainer train --task text lora.r=8
+    basetrainer export work_dirs/text/model/model_final --out merged/   # the adapter merged
+    basetrainer shards --image-folder D/train --out shards/train   # then train_data=shards/train
 
-``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of
-``examples/example.py``, with the same flags and config keys (with ``--task detection``,
-:mod:`basetrainer.tasks.detection`, the pipeline of ``examples/detection.py``); ``lr-find`` and ``batch-find``
-probe its trainer with them (:mod:`basetrainer.tuning`). ``export`` writes a
-classifier that ``train`` saved as an ONNX, TorchScript or torch.export file (a detector as ONNX,
-:mod:`basetrainer.tasks.detection.export`), checks it
-against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
+``train`` runs :mod:`basetrainer.tasks.classification`, the pipeline of ``examples/example.py``, with the same
+flags and config keys (with ``--task detection``, :mod:`basetrainer.tasks.detection`, the pipeline of
+``examples/detection.py``); ``lr-find`` and ``batch-find`` probe its trainer with them (:mod:`basetrainer.tuning`);
+``shards`` writes data as shards (:mod:`basetrainer.tasks.shards`). ``export`` writes a classifier that ``train``
+saved as an ONNX, TorchScript or torch.export file (a detector as ONNX, :mod:`basetrainer.tasks.detection.export`),
+checks it against torch (see :mod:`basetrainer.export`) and exits 1 when the check fails; with
 ``--out *.pth`` (``--format pth``) it writes the weights as one plain state_dict, also from a
 sharded checkpoint directory (FSDP), for any model. Without ``--format``, ``--out``'s suffix
-says which (``.pth``, ``.ts``, ``.pt2``; ONNX otherwise).
+says which (``.pth``, ``.ts``, ``.pt2``; ONNX otherwise). From a ``save_pretrained`` folder (a text run's
+``model/model_final``) it writes the model again as one, a LoRA adapter merged into its base weights
+(:mod:`basetrainer.tasks.text.save`), checked against the folder's logits.
 """
 import argparse
 import importlib
@@ -40,6 +45,7 @@ from .config.flags import ArgumentParser, add_setting_flags
 from .config.kinds import Integer
 from .config.schema import Schema, Setting
 from .errors import BaseTrainerError, CheckpointError, ConfigError, DataError, exit_with
+from .tasks import TASKS, take_task
 from .utils.file_utils import check_writable_file
 
 # basetrainer.export.FORMATS, spelt out so that `basetrainer --help` does not import torch
@@ -60,19 +66,20 @@ EXPORT_SETTINGS = Schema([
 ])
 
 
-# Commands that run a trainer several times and parse their own flags (``basetrainer lr-find --help``):
-# name -> (module, what it does).
+# Commands that parse their own flags (``basetrainer lr-find --help``), name -> what it does (TOOL_MODULES: its module).
 TOOLS = {
     "lr-find": "the learning-rate range test: loss against lr, and a suggested lr= (basetrainer lr-find --help)",
     "batch-find": "the largest batch per process that fits, and where throughput stops growing "
                   "(basetrainer batch-find --help)",
     "study": "one run per batch size, lr scaled, with the time to a target accuracy (basetrainer study --help)",
+    "shards": "write data as shards to stream from a folder or object storage (basetrainer shards --help)",
 }
-# What ``basetrainer train --task NAME`` runs: each module has main(argv, prog); and the module of its parser.
-TASKS = {"classification": "basetrainer.tasks.classification", "detection": "basetrainer.tasks.detection"}
-TASK_PARSERS = {"classification": "basetrainer.tasks.classification_config", "detection": "basetrainer.tasks.detection.config"}
+# The module of each task's parser (TASKS, in basetrainer.tasks, names what ``basetrainer train --task NAME`` runs).
+TASK_PARSERS = {"classification": "basetrainer.tasks.classification_config", "detection": "basetrainer.tasks.detection.config",
+                "text": "basetrainer.tasks.text.config"}
+PREDICT_TASKS = ("classification", "detection")  # the tasks basetrainer predict runs the models of
 TOOL_MODULES = {"lr-find": "basetrainer.tuning.lr_find_command", "batch-find": "basetrainer.tuning.batch_find_command",
-                "study": "basetrainer.study.command"}
+                "study": "basetrainer.study.command", "shards": "basetrainer.tasks.shards"}
 
 
 def get_parser():
@@ -80,14 +87,15 @@ def get_parser():
     parser.add_argument("--version", action="version", version=f"basetrainer {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("train", add_help=False,
-                        help="train an image classifier on ImageFolder data, or with --task detection an object "
-                             "detector on COCO data (basetrainer train [--task detection] --help); with --ray N "
+                        help="train an image classifier on ImageFolder data, with --task detection an object "
+                             "detector on COCO data, or with --task text fine-tune a pretrained transformer "
+                             "(basetrainer train [--task detection|text] --help); with --ray N "
                              "[--ray_max_failures K], in N Ray Train workers")
     for name, text in TOOLS.items():
         commands.add_parser(name, add_help=False, help=text)
     export = commands.add_parser(
-        "export", help="write a trained classifier as an ONNX, TorchScript or torch.export file, or a detector as "
-                       "ONNX, checked against torch",
+        "export", help="write a trained classifier as an ONNX, TorchScript or torch.export file, a detector as "
+                       "ONNX, or a fine-tuned transformer as a merged save_pretrained folder, checked",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Write a classifier that basetrainer train saved as an ONNX, TorchScript or torch.export file,\n"
                     "run it on an example batch of another size and compare its outputs with torch's: the check\n"
@@ -95,12 +103,14 @@ def get_parser():
                     ".pth (--format pth) it writes the training weights as one plain state_dict instead, for any\n"
                     "model and also from a sharded checkpoint directory (FSDP), without a check. A detection run's\n"
                     "model is written as ONNX only (an image in; boxes, scores, labels out), checked on an image of\n"
-                    "the run.",
+                    "the run. A save_pretrained folder (a text run's model/model_final) is written as one again to\n"
+                    "the folder --out, a LoRA adapter merged into its base weights, checked on a prompt's logits.",
         epilog="examples:\n"
                "  %(prog)s work_dirs/classification/model/last.pth --out model.onnx\n"
                "  %(prog)s work_dirs/classification/model/model_final.pth --out model.ts --batch 4\n"
                "  %(prog)s work_dirs/classification/model/last --out weights.pth    # a sharded checkpoint\n"
-               "  %(prog)s work_dirs/detection/model/model_final.pth --out detector.onnx")
+               "  %(prog)s work_dirs/detection/model/model_final.pth --out detector.onnx\n"
+               "  %(prog)s work_dirs/text/model/model_final --out merged/    # save_pretrained, LoRA merged")
     export.add_argument("checkpoint", help="a model file of a run: last.pth, best_model_*.pth or model_final.pth, "
                                            "or a sharded checkpoint directory (model/last)")
     export.add_argument("--format", choices=(*EXPORT_FORMATS, WEIGHTS_FORMAT), default=None,
@@ -121,7 +131,7 @@ def get_parser():
                "      --data photos/ --out p.csv\n"
                "  %(prog)s --checkpoint work_dirs/classification/model/last.pth \\\n"
                "      --data data/digits/val --out p.csv --topk 3")
-    predict.add_argument("--task", choices=tuple(TASKS), default="classification",
+    predict.add_argument("--task", choices=PREDICT_TASKS, default="classification",
                          help="detection: a detector's boxes on the images of a COCO annotation file, with flags of its "
                               "own (basetrainer predict --task detection --help)")
     predict.add_argument("--checkpoint", required=True,
@@ -139,8 +149,9 @@ def train_parser(task="classification"):
     parser = importlib.import_module(TASK_PARSERS[task]).get_parser(prog)
     command = parser.add_argument_group("the train command")
     command.add_argument("--task", choices=tuple(TASKS), default="classification",
-                         help="what to train: an image classifier on ImageFolder data, or an object detector on COCO "
-                              "data (each task has flags of its own: basetrainer train --task detection --help)")
+                         help="what to train: an image classifier on ImageFolder data, an object detector on COCO "
+                              "data, or a pretrained transformer (text) fine-tuned (each task has flags of its own: "
+                              "basetrainer train --task detection --help)")
     command.add_argument("--ray", type=int, metavar="N", default=argparse.SUPPRESS,
                          help="train in N Ray Train workers on the Ray cluster of RAY_ADDRESS (a local one without "
                               "it), not in processes of its own; needs pip install \"basetrainer[ray]\"")
@@ -153,6 +164,11 @@ def train_parser(task="classification"):
 def train_detection_parser():
     """``basetrainer train --task detection --help``'s parser (for the reference, which calls it without arguments)."""
     return train_parser("detection")
+
+
+def train_text_parser():
+    """``basetrainer train --task text --help``'s parser (for the reference, which calls it without arguments)."""
+    return train_parser("text")
 
 
 def command_parsers() -> dict:
@@ -192,6 +208,8 @@ def export(args):
     from .export import export_model, write_weights
     from .export.from_checkpoint import classifier_from_saved, read_saved_model
 
+    if is_pretrained_folder(args.checkpoint):
+        return export_pretrained(args)
     kind = args.format or FORMAT_OF_SUFFIX.get(os.path.splitext(args.out)[1].lower(), "onnx")
     try:
         check_writable_file(args.out, "--out")
@@ -201,6 +219,10 @@ def export(args):
                   f"consolidated (torch.load(path, weights_only=True), then load_state_dict on the plain model)")
             return
         saved = read_saved_model(args.checkpoint)
+        if "task_type" in saved.config:  # a text run's: its model is saved as a save_pretrained folder
+            final = os.path.join(os.path.dirname(os.path.abspath(args.checkpoint)), "model_final")
+            raise CheckpointError(f"{args.checkpoint} is a text run's checkpoint: export the save_pretrained folder "
+                                  f"the run wrote, basetrainer export {final} --out DIR (the adapter merged)")
         print(f"exporting {saved.description}")
         if saved.is_detector:
             from .tasks.detection.export import export_detector
@@ -219,16 +241,41 @@ def export(args):
         sys.exit(1)
 
 
+def is_pretrained_folder(path) -> bool:
+    """Whether ``path`` is a folder ``save_pretrained`` wrote (a text run's ``model/model_final``)."""
+    return os.path.isdir(path) and any(os.path.isfile(os.path.join(path, name))
+                                       for name in ("config.json", "adapter_config.json"))
+
+
+def export_pretrained(args):
+    """``basetrainer export <save_pretrained folder> --out DIR``: the model (an adapter merged into its base
+    weights) written to DIR with save_pretrained, and the check line; exits 1 when the logits differ."""
+    from .tasks.text.save import CHECK_TOLERANCE, export_pretrained as merge
+
+    if args.format is not None:
+        exit_with(ConfigError(f"--format {args.format}: {args.checkpoint} is a save_pretrained folder, written as "
+                              f"one again (merged); leave --format out"))
+    try:
+        what, difference = merge(args.checkpoint, args.out)
+    except BaseTrainerError as error:
+        exit_with(error)
+    except OSError as error:
+        exit_with(CheckpointError(f"cannot write {args.out}: {error.strerror or error}; choose another --out"))
+    passed = difference <= CHECK_TOLERANCE
+    print(f"wrote {args.out}: {what}, with its tokenizer (save_pretrained; AutoModel*.from_pretrained loads it)")
+    print(f"check: the written model's logits {'equal' if passed else 'differ from'} {args.checkpoint}'s on a "
+          f"prompt: max abs diff {difference:.2e} (tolerance {CHECK_TOLERANCE:g})")
+    if not passed:
+        sys.exit(1)
+
+
 def train_task(arguments):
     """``(task, the other arguments)``: ``--task NAME`` or ``--task=NAME`` taken out of ``train``'s (or
     ``predict``'s) arguments (classification without it); an unknown task ends the command in one line."""
-    for index, argument in enumerate(arguments):
-        if argument == "--task" or argument.startswith("--task="):
-            task = argument.partition("=")[2] if "=" in argument else (arguments[index + 1:index + 2] or [""])[0]
-            if task not in TASKS:
-                exit_with(ConfigError(f"--task {task!r}: choose one of {', '.join(TASKS)}"))
-            return task, [*arguments[:index], *arguments[index + (1 if "=" in argument else 2):]]
-    return "classification", list(arguments)
+    task, rest = take_task(arguments)
+    if task not in TASKS:
+        exit_with(ConfigError(f"--task {task!r}: choose one of {', '.join(TASKS)}"))
+    return task, rest
 
 
 def ray_arguments(arguments):
@@ -282,6 +329,9 @@ def main(argv=None):
         return importlib.import_module(TOOL_MODULES[argv[0]]).main(argv[1:], prog=f"basetrainer {argv[0]}")
     if argv and argv[0] == "predict":
         task, arguments = train_task(argv[1:])
+        if task not in PREDICT_TASKS:
+            exit_with(ConfigError(f"--task {task}: basetrainer predict takes {' or '.join(PREDICT_TASKS)}; a text "
+                                  f"run's model_final/ is a save_pretrained folder: generate with transformers"))
         if task == "detection":  # its own flags: the images and annotation file of COCO data, a results file
             from .tasks.detection.predict import main as predict_detections
 
@@ -293,7 +343,7 @@ def main(argv=None):
         return export(args)
     if args.command == "predict":
         return predict(args)
-    parser.error("give a command: train, lr-find, batch-find, study, export or predict (e.g. basetrainer train --help)")
+    parser.error(f"give a command: train, {', '.join(TOOLS)}, export or predict (basetrainer train --help)")
 
 
 if __name__ == "__main__":

@@ -120,6 +120,16 @@ def uninterrupted(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="session")
+def tiny_text_models(tmp_path_factory):
+    """The tiny Llama-, Qwen2- and GPT-2-like models with their tokenizers, each a save_pretrained folder (built
+    once per test process, nothing fetched): ``{"llama": folder, "qwen2": folder, "gpt2": folder}``."""
+    from basetrainer.tasks.text.tiny_models import ARCHITECTURES, write_tiny_model
+
+    root = tmp_path_factory.mktemp("tiny_text_models")
+    return {architecture: write_tiny_model(root / architecture, architecture) for architecture in ARCHITECTURES}
+
+
 # The machines that run the suite have 2 cores shared by everything: one thread per test process, also for the
 # trainers built in it (a trainer follows OMP_NUM_THREADS, else it takes the cores other work leaves free).
 os.environ["OMP_NUM_THREADS"] = "1"

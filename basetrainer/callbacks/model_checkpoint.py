@@ -194,6 +194,8 @@ class ModelCheckpoint(Callback):
                 os.remove(path)
 
     def _is_among_best(self, value) -> bool:
+        if self.save_best_k == 0:  # no best model kept
+            return False
         if len(self.best) < self.save_best_k:
             return True
         return improves(value, self.best[-1][0], self.mode)

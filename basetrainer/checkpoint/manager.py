@@ -79,7 +79,8 @@ class CheckpointManager:
         if self.sharded:
             loop_state = self.state_dict(with_weights=False)  # first: the parts' own state, not the average swapped in
             with self.model.strategy.averaged_weights(self.model.model):
-                return self._sharded_writer().save(self.model.model, self.model.optimizer, path, loop_state)
+                return self._sharded_writer().save(self.model.model, self.model.optimizer, path, loop_state,
+                                                   trainable_only=not self.model.frozen_weights)
         saved = self.state_dict()
         if comm.is_main_process():
             files.save_checkpoint(saved, path, keep_previous=True)
@@ -121,7 +122,8 @@ class CheckpointManager:
         if path is None:
             return None
         if saved is None:  # sharded: the model and the optimizer go straight into their shards
-            saved = self._sharded_writer().load(self.model.model, self.model.optimizer, path)
+            saved = self._sharded_writer().load(self.model.model, self.model.optimizer, path,
+                                                trainable_only=not self.model.frozen_weights)
             self.load_state_dict(saved, name=path, with_weights=False)
         else:
             self.load_state_dict(saved, name=path)

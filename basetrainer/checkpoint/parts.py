@@ -23,14 +23,31 @@ logger = get_logger()
 
 class ModelAndOptimizer:
     """The model's full weights and the optimizer's state, saved and loaded through the strategy that
-    spreads the model over devices (``model``, ``optimizer``), and a pruned model's architecture."""
+    spreads the model over devices (``model``, ``optimizer``), and a pruned model's architecture.
 
-    def __init__(self, strategy, model, optimizer):
+    ``frozen_weights=False``: the checkpoint leaves out the parameters that do not train (``requires_grad``
+    false: a LoRA run's base model), which the model built again holds already when a run resumes."""
+
+    def __init__(self, strategy, model, optimizer, frozen_weights: bool = True):
         self.strategy, self.model, self.optimizer = strategy, model, optimizer
+        self.frozen_weights = frozen_weights
 
     def weights(self) -> dict:
         """The full weights on the CPU, keys free of wrapper prefixes (empty off rank 0 under FSDP)."""
         return self.strategy.model_state_dict(self.model)
+
+    def frozen(self) -> set:
+        """The keys this checkpoint leaves out: those of the parameters that do not train, with
+        ``frozen_weights=False``; none otherwise."""
+        if self.frozen_weights:
+            return set()
+        return {strip_prefixes(name) for name, parameter in unwrap_model(self.model).named_parameters()
+                if not parameter.requires_grad}
+
+    def checkpoint_weights(self) -> dict:
+        """The weights a training checkpoint holds: :meth:`weights` less :meth:`frozen`."""
+        weights, frozen = self.weights(), self.frozen()
+        return {key: value for key, value in weights.items() if key not in frozen} if frozen else weights
 
     def architecture(self) -> dict:
         """``{"architecture": spec}`` for a pruned model (its layer widths), else nothing."""
@@ -38,7 +55,7 @@ class ModelAndOptimizer:
         return {"architecture": spec} if spec is not None else {}
 
     def state_dict(self) -> dict:
-        return {"model": self.weights(), "optimizer": self.optimizer.state_dict(), **self.architecture()}
+        return {"model": self.checkpoint_weights(), "optimizer": self.optimizer.state_dict(), **self.architecture()}
 
     def held_in_memory(self) -> "HeldModel":
         """Its state as it stands, held in memory (not gathered, not moved off the device's shards), for a probe that
@@ -51,8 +68,9 @@ class ModelAndOptimizer:
                 raise CheckpointError(f"{name} is not a full training checkpoint (no '{key}'); "
                                       f"use finetune to load weights only")
         weights = {strip_prefixes(key): value for key, value in saved["model"].items()}
-        check_shapes(self.model, weights, name)
-        self.strategy.load_model_state_dict(self.model, weights)
+        frozen = self.frozen()
+        check_shapes(self.model, weights, name, left_out=frozen)
+        self.strategy.load_model_state_dict(self.model, weights, strict=not frozen)
         self.optimizer.load_state_dict(saved["optimizer"])
 
 

@@ -68,15 +68,16 @@ class ShardedCheckpointer:
         self._pending = None  # a Future, set once the background save is written and published
         self._group = None
 
-    def save(self, model, optimizer, path, loop_state: dict) -> str:
+    def save(self, model, optimizer, path, loop_state: dict, trainable_only: bool = False) -> str:
         """Writes a checkpoint to ``checkpoint_directory(path)``; every rank calls it with its own
-        ``loop_state`` (rank 0's is kept, and each rank's own loss sums). Returns the directory."""
+        ``loop_state`` (rank 0's is kept, and each rank's own loss sums). Returns the directory.
+        ``trainable_only``: the parameters that do not train are left out (a LoRA run's base model)."""
         self.wait()  # a second save waits for the first
         directory = checkpoint_directory(path)
         token = comm.broadcast_object(uuid.uuid4().hex[:8])  # the same name on every rank
         version = os.path.join(os.path.dirname(directory), _version_name(directory, loop_state["iteration"], token))
         reshard(model)  # what an evaluation's forward left gathered
-        state = {"model": get_model_state_dict(model),
+        state = {"model": get_model_state_dict(model, options=StateDictOptions(ignore_frozen_params=trainable_only)),
                  "optimizer": get_optimizer_state_dict(model, optimizer, options=FLAT),
                  f"rank{comm.get_rank()}": _encode({key: loop_state.get(key) for key in _PER_RANK})}
         if comm.is_main_process():
@@ -104,22 +105,23 @@ class ShardedCheckpointer:
                 raise
             logger.exception("the checkpoint saved in the background failed too")
 
-    def load(self, model, optimizer, directory) -> dict:
+    def load(self, model, optimizer, directory, trainable_only: bool = False) -> dict:
         """Loads the model and optimizer of ``directory`` into ``model``'s shards and ``optimizer``;
         returns the rest of the training state (a ``loop_state``, this rank's own values when
-        the checkpoint was written by as many processes)."""
+        the checkpoint was written by as many processes). ``trainable_only``: as :meth:`save` wrote it."""
         metadata = read_metadata(directory)
         saved_ranks = sum(key.startswith("rank") and key[4:].isdigit() for key in metadata.state_dict_metadata)
         own = f"rank{comm.get_rank()}"
         reshard(model)  # the shards are what is loaded into
         options = FLAT if NESTED_OPTIMIZER_KEY not in metadata.state_dict_metadata else StateDictOptions()
-        state = {"model": get_model_state_dict(model),
+        weights = StateDictOptions(ignore_frozen_params=trainable_only, strict=not trainable_only)
+        state = {"model": get_model_state_dict(model, options=weights),
                  "optimizer": get_optimizer_state_dict(model, optimizer, options=options),
                  "loop": _buffer(metadata, "loop", directory)}
         if saved_ranks == comm.get_world_size():
             state[own] = _buffer(metadata, own, directory)
         safe_dcp.load(state, directory, no_dist=not comm.is_distributed())
-        set_model_state_dict(model, state["model"])
+        set_model_state_dict(model, state["model"], options=weights)
         set_optimizer_state_dict(model, optimizer, state["optimizer"], options=options)
         saved = _decode(state["loop"], directory)
         if own in state:

@@ -67,9 +67,11 @@ def load_weights(model: torch.nn.Module, source, strict: bool = False, name: str
     return {"skipped": mismatched, "missing": missing, "unexpected": unexpected}
 
 
-def check_shapes(model: torch.nn.Module, state: dict, name: str) -> None:
-    """Raises a CheckpointError naming the layers when ``state`` is not exactly ``model``'s weights."""
+def check_shapes(model: torch.nn.Module, state: dict, name: str, left_out=()) -> None:
+    """Raises a CheckpointError naming the layers when ``state`` is not exactly ``model``'s weights (less the keys
+    ``left_out``, which a checkpoint of the weights that train does not hold)."""
     own = unwrap_model(model).state_dict()
+    own = {key: value for key, value in own.items() if strip_prefixes(key) not in left_out} if left_out else own
     mismatched, missing, unexpected = _compare(own, state)
     if mismatched or missing or unexpected:
         raise CheckpointError(

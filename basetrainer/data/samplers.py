@@ -1,7 +1,9 @@
 """Samplers whose order is a function of (seed, epoch, rank), so that runs shard over processes and resume exactly.
 
 The rank is the data-parallel rank (:func:`~basetrainer.distributed.comm.get_data_parallel_rank`): the global rank,
-or under a device mesh the place among the processes that see different data."""
+or under a device mesh the place among the processes that see different data. A dataset may give its own epoch
+order with ``epoch_permutation(seed, epoch)`` (shards: a few shards at a time, see
+:mod:`basetrainer.data.streaming.order`) and hear of each epoch with ``sampler_epoch(seed, epoch)``."""
 import math
 
 import torch
@@ -30,6 +32,9 @@ class TrainSampler(DistributedSampler):
     def set_epoch(self, epoch: int) -> None:
         super().set_epoch(epoch)
         self.worker_generator.manual_seed(_mix(self.seed, epoch, self.rank))
+        sampler_epoch = getattr(self.dataset, "sampler_epoch", None)
+        if sampler_epoch is not None:  # before the epoch's workers start, which copy the dataset
+            sampler_epoch(self.seed, epoch)
 
     def skip(self, num_samples: int) -> None:
         """Leave out the first ``num_samples`` indices of this rank's next pass only."""
@@ -37,7 +42,7 @@ class TrainSampler(DistributedSampler):
 
     def __iter__(self):
         skip, self._skip = self._skip, 0
-        if not skip:
+        if not skip and not hasattr(self.dataset, "epoch_permutation"):
             return super().__iter__()
         # The ranks took the first skip * num_replicas indices of the epoch's order; the rest is
         # shared out again. With as many ranks as before that is this rank's share less its first
@@ -46,11 +51,7 @@ class TrainSampler(DistributedSampler):
 
     def epoch_order(self) -> list:
         """The epoch's whole order, padded as ``DistributedSampler`` pads it: rank r's share is ``[r::num_replicas]``."""
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            order = torch.randperm(len(self.dataset), generator=generator).tolist()
-        else:
-            order = list(range(len(self.dataset)))
+        order = _permutation(self.dataset, self.seed, self.epoch) if self.shuffle else list(range(len(self.dataset)))
         return (order * math.ceil(self.total_size / len(order)))[: self.total_size]
 
     def __len__(self) -> int:
@@ -68,7 +69,7 @@ class StreamSampler(Sampler):
     """
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0):
-        self.dataset_len = len(dataset)
+        self.dataset, self.dataset_len = dataset, len(dataset)
         self.num_replicas = comm.get_data_parallel_world_size() if num_replicas is None else num_replicas
         self.rank = comm.get_data_parallel_rank() if rank is None else rank
         self.shuffle, self.seed = shuffle, seed
@@ -91,8 +92,7 @@ class StreamSampler(Sampler):
 
     def _shard(self, pass_index):
         if self.shuffle:
-            order = torch.randperm(self.dataset_len, generator=torch.Generator().manual_seed(self.seed + pass_index))
-            order = order.tolist()
+            order = _permutation(self.dataset, self.seed, pass_index)
         else:
             order = list(range(self.dataset_len))
         total = self.per_rank * self.num_replicas
@@ -128,6 +128,14 @@ def find_sampler(loader):
     ):
         sampler = batch_sampler.sampler
     return sampler
+
+
+def _permutation(dataset, seed: int, epoch: int) -> list:
+    """The dataset's own order for ``epoch`` when it has one, else a random permutation of ``(seed, epoch)``."""
+    own = getattr(dataset, "epoch_permutation", None)
+    if own is not None:
+        return own(seed, epoch)
+    return torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
 
 
 def _mix(seed: int, epoch: int, rank: int) -> int:

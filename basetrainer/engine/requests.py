@@ -8,6 +8,7 @@ here; the events that carry them are documented on :class:`~basetrainer.engine.e
 from ..checkpoint import parts
 from ..config import to_plain
 from ..data import loaders as data
+from ..data.streaming.position import stream_parts
 from ..distributed import comm
 from ..utils.seeding import seed_everything
 from . import evaluation
@@ -18,6 +19,10 @@ from .state import log_resume
 class TrainerRequests:
     """Mixed into :class:`~basetrainer.engine.trainer.EngineTrainer`: ``request_stop``, the checkpoint
     requests, ``state_dict``/``load_state_dict``, the resume, and the loaders a recorder asks about."""
+
+    # False: training checkpoints leave out the parameters that do not train (requires_grad false, a LoRA run's
+    # base model), which the model build_model makes again holds when the run resumes; exported weights are whole.
+    checkpoint_frozen_weights = True
 
     def request_stop(self) -> None:
         """Ends training after the current batch; the epoch's evaluation and end events still run."""
@@ -80,11 +85,13 @@ class TrainerRequests:
         def reseed():  # another number of processes wrote the streams: each rank starts its own afresh
             seed_everything(self.seed + self.rank + 7919 * state.start_epoch)
 
-        self.checkpoints.track(parts.ModelAndOptimizer(self.strategy, self.model, self.optimizer), {
+        self.checkpoints.track(parts.ModelAndOptimizer(self.strategy, self.model, self.optimizer,
+                                                       frozen_weights=self.checkpoint_frozen_weights), {
             "scaler": parts.ScalerState(self.scaler),
             "callbacks": parts.CallbackStates(self.callbacks),
             "run": state,
             "layout": DataLayout(self.train_loader, state, comm.get_data_parallel_world_size()),
+            **stream_parts(self.train_loader, state, comm.get_data_parallel_world_size()),  # shards: which ones
             **({"lr_scaling": self.lr_scaling} if self.lr_scaling is not None else {}),  # after the layout it reads
             "config": parts.ConfigRecord(to_plain(self.cfg), self.resume_settings),
             **self.strategy.checkpoint_parts(),

@@ -112,15 +112,16 @@ LOOP_SETTINGS = Schema([
             "(null: one per stage), split (module names where stages begin; null: even), stages_per_rank; see the "
             "parallelism guide", group="runtime"),
     Setting("fsdp_shard", CLASS_NAMES, [],
-            "fsdp: module classes sharded as units, e.g. [BasicBlock] ([]: the repeated class holding most "
-            "parameters)", group="runtime"),
+            "fsdp: module classes sharded as units, e.g. [BasicBlock] ([]: the blocks the model names itself, a "
+            "transformers model's decoder layers, else the repeated class holding most parameters)", group="runtime"),
     Setting("fsdp_reshard_after_forward", Boolean(), True,
             "fsdp: free each unit's gathered parameters after its forward (less memory, one more all-gather)",
             group="runtime"),
     Setting("fsdp_cpu_offload", Boolean(), False,
             "fsdp: keep parameter shards, gradients and optimizer state in host memory", group="runtime"),
     Setting("activation_checkpointing", CLASS_NAMES, [],
-            "module classes that recompute their activations in backward, e.g. [BasicBlock] (less memory)",
+            "module classes that recompute their activations in backward, e.g. [BasicBlock] (less memory); [auto]: "
+            "the blocks the model names itself (a transformers model's decoder layers)",
             group="runtime"),
     Setting("async_checkpoint", Boolean(), False, "write checkpoints in the background (a sharded model/last/ "
             "directory)", group="runtime"),

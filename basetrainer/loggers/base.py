@@ -16,6 +16,7 @@ class Logger:
         log_metrics(scalars, step)         # every log_freq batches: {"train/loss_step": 0.41, ...}
         # at each epoch end: {"epoch": 1, "lr": ..., "train": {...}, "test": {...}}
         log_epoch(record, step)
+        log_text(name, text, step)         # text a callback shows (a language model's completions)
         log_artifact(path)                 # at train end: the curves picture, the files the run names
         close(failed)                      # at train end, or when training raised (failed=True)
 
@@ -58,6 +59,9 @@ class Logger:
         pass
 
     def log_epoch(self, record: dict, step: int) -> None:
+        pass
+
+    def log_text(self, name: str, text: str, step: int) -> None:
         pass
 
     def log_artifact(self, path: str) -> None:

@@ -39,6 +39,9 @@ class LoggerFanOut:
     def log_epoch(self, record: dict, step: int) -> None:
         self._each("log_epoch", record, step)
 
+    def log_text(self, name: str, text: str, step: int) -> None:
+        self._each("log_text", name, text, step)
+
     def log_artifacts(self, paths) -> None:
         """Hands every file of ``paths`` that exists to each logger."""
         for path in (path for path in paths if path and os.path.isfile(path)):

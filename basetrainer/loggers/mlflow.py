@@ -79,6 +79,9 @@ class MLflowLogger(Logger):
         self._queue(epoch_scalars(record), step)
         self._send()
 
+    def log_text(self, name, text, step):
+        self._client.log_text(self.run_id, text, f"{name}/step_{step:09d}.txt")
+
     def log_artifact(self, path):
         self._client.log_artifact(self.run_id, path)
 

@@ -46,6 +46,10 @@ class TensorBoardLogger(Logger):
         now = self._queue(epoch_scalars(record), step)
         self._hand_over(flush=now - self._last_flush >= self.FLUSH_SECS)
 
+    def log_text(self, name, text, step):
+        self._hand_over()  # the scalars before it first, in step order
+        self._summary_writer().add_text(name, f"```\n{text}\n```", step)  # a code block keeps the lines
+
     def close(self, failed=False):
         # After a crash too: the step scalars up to a NaN loss are what one wants to look at.
         if self._events:

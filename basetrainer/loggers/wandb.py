@@ -53,6 +53,13 @@ class WandbLogger(Logger):
     def log_epoch(self, record, step):
         self._run.log(epoch_scalars(record), step=step)
 
+    def log_text(self, name, text, step):
+        import html
+
+        import wandb
+
+        self._run.log({name: wandb.Html(f"<pre>{html.escape(text)}</pre>")}, step=step)
+
     def log_artifact(self, path):
         self._run.save(path, base_path=os.path.dirname(os.path.abspath(path)), policy="now")
 

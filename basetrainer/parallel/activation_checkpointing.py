@@ -21,10 +21,16 @@ logger = get_logger()
 
 
 def checkpoint_activations(model: nn.Module, class_names) -> nn.Module:
-    """Wraps every submodule of ``model`` whose class is named in ``class_names`` (in place; returns ``model``)."""
+    """Wraps every submodule of ``model`` whose class is named in ``class_names`` (in place; returns ``model``);
+    ``[auto]``: the blocks the model names itself (a transformers model's decoder layers, ``_no_split_modules``)."""
     names = set(class_names or ())
     if not names:
         return model
+    if names == {"auto"}:
+        names = set(named_blocks(model))
+        if not names:
+            raise ConfigError("activation_checkpointing [auto]: this model names no blocks (_no_split_modules); "
+                              "name the classes, e.g. [BasicBlock]")
     check_class_names(model, names, "activation_checkpointing")
     wrapped = [name for name, module in model.named_modules() if type(module).__name__ in names]
     apply_activation_checkpointing(
@@ -42,3 +48,11 @@ def check_class_names(model: nn.Module, names, key: str) -> None:
     if unknown:
         raise ConfigError(f"{key}: {', '.join(unknown)} is no module class of this model; "
                           f"its classes are {', '.join(sorted(present))}")
+
+
+def named_blocks(model: nn.Module) -> tuple:
+    """The classes of the blocks ``model`` names itself, sorted: those of ``_no_split_modules`` (transformers' models:
+    their decoder layers, ``LlamaDecoderLayer``) present in it; empty when it names none."""
+    named = {name for module in model.modules() for name in (getattr(module, "_no_split_modules", None) or ())}
+    present = {type(getattr(module, "_checkpoint_wrapped_module", module)).__name__ for module in model.modules()}
+    return tuple(sorted(named & present))

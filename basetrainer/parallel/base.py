@@ -132,9 +132,10 @@ class Strategy:
         state it keeps beside the model and the optimizer that a resume must put back. None here."""
         return {}
 
-    def load_model_state_dict(self, model: nn.Module, state: dict) -> None:
-        """Loads full, prefix-free weights (as ``model_state_dict`` gives them) into ``model``."""
-        unwrap_model(model).load_state_dict(state)
+    def load_model_state_dict(self, model: nn.Module, state: dict, strict: bool = True) -> None:
+        """Loads full, prefix-free weights (as ``model_state_dict`` gives them) into ``model``; ``strict=False``:
+        ``state`` may leave weights out (a checkpoint of the weights that train), which keep their values."""
+        unwrap_model(model).load_state_dict(state, strict=strict)
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:

@@ -34,7 +34,7 @@ from torch.distributed.tensor import DTensor
 from ..distributed import comm
 from ..errors import ConfigError
 from ..utils.log import get_logger
-from .activation_checkpointing import check_class_names
+from .activation_checkpointing import check_class_names, named_blocks
 from .base import Strategy
 
 logger = get_logger()
@@ -96,12 +96,14 @@ class FSDPStrategy(Strategy):
             options["mp_policy"] = MixedPrecisionPolicy(param_dtype=self.amp, reduce_dtype=torch.float32)
         units = self.units(model)
         classes = sorted({unit_class(unit) for unit in units})  # before fully_shard renames their classes
+        named = bool(named_blocks(model)) and not self.shard_classes
         for module in units:
             fully_shard(module, **options)
         fully_shard(model, **{**options, "reshard_after_forward": False})  # backward needs it at once
         self._keep_batchnorm_statistics_equal(model)
         if comm.is_main_process() and log:
-            how = "fsdp_shard" if self.shard_classes else "chosen automatically: the repeated modules holding most parameters"
+            how = "fsdp_shard" if self.shard_classes else "named by the model (_no_split_modules)" \
+                if named else "chosen automatically: the repeated modules holding most parameters"
             mesh = options["mesh"]  # 1-D: shards; 2-D (HSDP): replicas of shards
             over = f"{mesh.size()} processes" if mesh.ndim == 1 or mesh.size(0) == 1 else \
                 f"{mesh.size(1)} process(es), {mesh.size(0)} replicas (HSDP)"
@@ -185,9 +187,9 @@ class FSDPStrategy(Strategy):
         reshard(model)
         return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
-    def load_model_state_dict(self, model: nn.Module, state: dict) -> None:
-        """Loads full weights (every rank holds them) into the shards."""
-        set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True))
+    def load_model_state_dict(self, model: nn.Module, state: dict, strict: bool = True) -> None:
+        """Loads full weights (every rank holds them) into the shards (``strict``: as the base class's)."""
+        set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, strict=strict))
 
 
 def reshard(model: nn.Module) -> None:
@@ -205,11 +207,14 @@ def unit_class(module: nn.Module) -> str:
 
 
 def choose_shard_classes(model: nn.Module) -> tuple:
-    """The class to shard by when ``fsdp_shard`` is unset: of the classes with several instances
-    that together hold at least half of the parameters, the one with the fewest instances (a
-    transformer's or ResNet's blocks rather than the linear layers inside them). Containers
-    (Sequential, ModuleList) never count. Empty when no class qualifies: the root is then the
-    only unit."""
+    """The class to shard by when ``fsdp_shard`` is unset: the blocks the model names itself (a transformers
+    model's ``_no_split_modules``, its decoder layers: :func:`~basetrainer.parallel.activation_checkpointing.named_blocks`); else, of
+    the classes with several instances that together hold at least half of the parameters, the one with the
+    fewest instances (a transformer's or ResNet's blocks rather than the linear layers inside them). Containers
+    (Sequential, ModuleList) never count. Empty when no class qualifies: the root is then the only unit."""
+    named = named_blocks(model)
+    if named:
+        return named
     total = sum(p.numel() for p in model.parameters())
     count, params = defaultdict(int), defaultdict(int)
     for name, module in candidate_units(model):

@@ -175,11 +175,12 @@ class MeshStrategy(FSDPStrategy):
         dist.gather_object(state, parts, dst=0, group=self.pipeline.group)
         return {key: value for part in parts for key, value in part.items()} if parts else state
 
-    def load_model_state_dict(self, model: nn.Module, state: dict) -> None:
+    def load_model_state_dict(self, model: nn.Module, state: dict, strict: bool = True) -> None:
         if self.pipeline is None:
-            return super().load_model_state_dict(model, state)
+            return super().load_model_state_dict(model, state, strict=strict)
         own = get_model_state_dict(model).keys()  # this process's stages
-        set_model_state_dict(model, {key: state[key] for key in own}, options=StateDictOptions(full_state_dict=True))
+        set_model_state_dict(model, {key: state[key] for key in own if key in state or strict},
+                             options=StateDictOptions(full_state_dict=True, strict=strict))
 
     def check_optimizer(self, model: nn.Module, optimizer) -> None:
         own = {id(p) for p in model.parameters()}

@@ -4,6 +4,7 @@ the model's and the task's own. Its command line (:mod:`.classification_config`)
 from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
 from ..config.schema import Schema, Setting
 from ..criterion.criterion import loss_name
+from ..data.streaming.settings import SHARDS_SETTING
 from ..distributed.process_group import check_dist_url
 from ..engine.settings import LOOP_SETTINGS
 from ..metric.metric_specs import MetricList
@@ -59,9 +60,10 @@ TASK_ONLY = Schema([
     # ---------------------------------------------------------------- data
     Setting("train_data", _PATH, DEFAULT_TRAIN_DATA,
             "training ImageFolder, one sub-folder of images per class (the digits are written there when this "
-            "default is missing)", group="data", flag={}),
-    Setting("test_data", Text(), DEFAULT_TEST_DATA, "evaluation ImageFolder with the same class folders (\"\": none)",
-            nullable=True, group="data", flag={}),
+            "default is missing), or shards of one (see shards)", group="data", flag={}),
+    Setting("test_data", Text(), DEFAULT_TEST_DATA, "evaluation ImageFolder with the same class folders, or shards "
+            "of one (\"\": none)", nullable=True, group="data", flag={}),
+    SHARDS_SETTING,
     Setting("crop_ratio", Number(0, 1, above=True), 0.875,
             "images are resized to input_size / crop_ratio, then cropped to input_size (at random for training, "
             "in the centre for testing)", group="data"),

@@ -1,13 +1,13 @@
-"""``configs/config.yaml``, ``configs/detection.yaml`` and ``docs/reference/configuration.md``, written from the
-declared settings.
+"""``configs/config.yaml``, ``configs/detection.yaml``, ``configs/text.yaml`` and
+``docs/reference/configuration.md``, written from the declared settings.
 
 ::
 
-    python -m basetrainer.tasks.reference    # from the repository root: rewrites the three files
+    python -m basetrainer.tasks.reference    # from the repository root: rewrites the four files
 
 The loop's keys come from :mod:`basetrainer.engine.settings`, the classification task's from
-:mod:`.classification_settings`, the detection task's from :mod:`.detection.settings`; a test checks that
-the files in the repository are what this writes.
+:mod:`.classification_settings`, the detection task's from :mod:`.detection.settings`, the text task's from
+:mod:`.text.settings`; a test checks that the files in the repository are what this writes.
 """
 import os
 
@@ -16,10 +16,12 @@ from ..engine.settings import LOOP_SETTINGS
 from ..utils.file_utils import write_text_atomic
 from .classification_settings import CONFIG_YAML_GROUPS, GROUPS, TASK_SETTINGS
 from .detection import settings as detection
+from .text import settings as text
 
 CONFIG_YAML = os.path.join("configs", "config.yaml")
 CONFIGURATION_MD = os.path.join("docs", "reference", "configuration.md")
 DETECTION_YAML = os.path.join("configs", "detection.yaml")
+TEXT_YAML = os.path.join("configs", "text.yaml")
 
 DETECTION_YAML_HEADER = """
 Object detection: the settings of examples/detection.py and `basetrainer train --task detection`.
@@ -39,6 +41,29 @@ DETECTION_INTRO = """
 `examples/detection.py` and `basetrainer train --task detection` take these, and no others
 (`configs/detection.yaml` holds them at their defaults; the [detection guide](../guides/detection.md)
 says what a run does with them). The loop's keys appear again where the task sets another default.
+
+"""
+
+TEXT_YAML_HEADER = """
+Fine-tuning a pretrained transformer: the settings of `basetrainer train --task text` and
+examples/finetune_text.py (which sets its own num_epochs, lr, work_dir and lora).
+
+  basetrainer train --task text -c configs/text.yaml [--flag value ...] [key=value ...]
+
+Precedence, highest first: key=value overrides, flags typed on the command line, this
+file, the defaults (the same values as here). These defaults fine-tune a tiny Llama-like
+model (data/text/tiny-llama, written on first use) on the bundled instructions on a CPU,
+offline; give model a save_pretrained folder or a hub name for a real one.
+Written by `python -m basetrainer.tasks.reference` from basetrainer/engine/settings.py and
+basetrainer/tasks/text/settings.py: change a key there, not here.
+"""
+
+TEXT_INTRO = """
+## Keys of the text task
+
+`basetrainer train --task text` and `examples/finetune_text.py` take these, and no others
+(`configs/text.yaml` holds them at their defaults; the [text guide](../guides/text.md) says
+what a run does with them). The loop's keys appear again where the task sets another default.
 
 """
 
@@ -126,18 +151,23 @@ def detection_yaml() -> str:
     return yaml_reference(detection.TASK_SETTINGS, detection.CONFIG_YAML_GROUPS, DETECTION_YAML_HEADER)
 
 
+def text_yaml() -> str:
+    return yaml_reference(text.TASK_SETTINGS, text.CONFIG_YAML_GROUPS, TEXT_YAML_HEADER)
+
+
 def configuration_md() -> str:
     loop = markdown_reference(LOOP_SETTINGS, {group: title for group, title in GROUPS.items()
                                               if any(s.group == group for s in LOOP_SETTINGS)}, flags=False)
     return (CONFIGURATION_MD_INTRO + loop + TASK_INTRO + markdown_reference(TASK_SETTINGS, GROUPS)
-            + DETECTION_INTRO + markdown_reference(detection.TASK_SETTINGS, detection.GROUPS))
+            + DETECTION_INTRO + markdown_reference(detection.TASK_SETTINGS, detection.GROUPS)
+            + TEXT_INTRO + markdown_reference(text.TASK_SETTINGS, text.GROUPS))
 
 
 def main(root="."):
     """Writes the references under ``root`` (the repository)."""
-    for path, text in ((CONFIG_YAML, config_yaml()), (DETECTION_YAML, detection_yaml()),
-                       (CONFIGURATION_MD, configuration_md())):
-        write_text_atomic(os.path.join(root, path), text)
+    for path, written in ((CONFIG_YAML, config_yaml()), (DETECTION_YAML, detection_yaml()),
+                          (TEXT_YAML, text_yaml()), (CONFIGURATION_MD, configuration_md())):
+        write_text_atomic(os.path.join(root, path), written)
         print(f"wrote {path}")
 
 

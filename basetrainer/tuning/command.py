@@ -1,6 +1,7 @@
-"""What ``basetrainer lr-find`` and ``basetrainer batch-find`` share: the classification task's flags and
-``key=value`` overrides with the tool's own flags beside them, a classification trainer built from them in every
-process of the job, and the folder the tool writes to.
+"""What ``basetrainer lr-find`` and ``basetrainer batch-find`` share: the task's flags and ``key=value`` overrides
+with the tool's own flags beside them, the task's trainer built from them in every process of the job, and the
+folder the tool writes to. The task is classification, or with ``--task text`` the text task's
+(:mod:`basetrainer.tasks.text`).
 
 The task's config is parsed and checked by the task itself
 (:func:`~basetrainer.tasks.classification_config.parse_config`);
@@ -18,11 +19,23 @@ from typing import Callable, Tuple
 from ..config.flags import ArgumentParser, add_setting_flags
 from ..distributed import comm
 from ..distributed.launch import launch
-from ..errors import BaseTrainerError, exit_with
+from ..errors import BaseTrainerError, ConfigError, exit_with
+from ..tasks import take_task
 from ..tasks.classification import ClassificationTrainer, prepare_data
 from ..tasks.classification_config import get_parser as task_parser
 from ..tasks.classification_config import parse_config
 from ..utils.log import set_logger
+
+TOOL_TASKS = ("classification", "text")
+
+
+def task_pipeline(task: str):
+    """``(trainer class, prepare(cfg), parse_config)`` of the task named (classification or text)."""
+    if task == "text":
+        from ..tasks import text
+
+        return text.TextTrainer, text.prepare, text.parse_config
+    return ClassificationTrainer, prepare_data, parse_config
 
 
 @dataclass(frozen=True)
@@ -46,9 +59,12 @@ class ToolCommand:
     def main(self, argv=None, prog=None):
         """Command-line entry point; a ``BaseTrainerError`` is one ``error:`` line and its exit code."""
         try:
+            task, argv = take_task(sys.argv[1:] if argv is None else list(argv))
+            if task not in TOOL_TASKS:
+                raise ConfigError(f"--task {task!r}: the tools take {' or '.join(TOOL_TASKS)}")
             cfg, options = parse_tool_command(argv, prog, self.description, self.settings, self.title,
-                                              self.examples)
-            launch_tool(cfg, self.folder, self.probe, self.check(options, "from the command line"))
+                                              self.examples, task=task)
+            launch_tool(cfg, self.folder, self.probe, self.check(options, "from the command line"), task=task)
         except BaseTrainerError as error:
             exit_with(error)
 
@@ -69,7 +85,7 @@ def settings_group(settings) -> str:
     return next(iter(settings)).group
 
 
-def parse_tool_command(argv, prog, description: str, settings, title: str, examples=()):
+def parse_tool_command(argv, prog, description: str, settings, title: str, examples=(), task="classification"):
     """``(cfg, options)``: the task's checked config and the tool's flags (a dict), from ``argv``. ``--help``
     prints both sets of flags; a bad flag value is one line and exit code 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -80,19 +96,19 @@ def parse_tool_command(argv, prog, description: str, settings, title: str, examp
     if options.help:
         tool_parser(prog, description, settings, title, examples).print_help()
         sys.exit(0)
-    return parse_config(rest, prog), {name: getattr(options, name) for name in settings.names()}
+    return task_pipeline(task)[2](rest, prog), {name: getattr(options, name) for name in settings.names()}
 
 
-def launch_tool(cfg, folder: str, probe, options: dict) -> None:
-    """Runs ``probe(trainer, options, out_dir)`` in every process ``cfg`` asks for, on a classification trainer
-    that writes to ``<work_dir>/<folder>``."""
-    prepare_data(cfg)
+def launch_tool(cfg, folder: str, probe, options: dict, task: str = "classification") -> None:
+    """Runs ``probe(trainer, options, out_dir)`` in every process ``cfg`` asks for, on the task's trainer that
+    writes to ``<work_dir>/<folder>``."""
+    task_pipeline(task)[1](cfg)
     launch(probe_trainer, num_gpus_per_machine=len(cfg.gpu_id), num_machines=cfg.num_machines,
            machine_rank=cfg.machine_rank, dist_url=cfg.dist_url, distributed=cfg.distributed,
-           args=(cfg, folder, probe, options), timeout=cfg.dist_timeout)
+           args=(cfg, folder, probe, options, task), timeout=cfg.dist_timeout)
 
 
-def probe_trainer(cfg, folder: str, probe, options: dict):
+def probe_trainer(cfg, folder: str, probe, options: dict, task: str = "classification"):
     """What every process runs: builds the trainer in ``<work_dir>/<folder>`` (no trackers: the tool is no
     training run) and probes it; on failure the main process removes the folders it made."""
     out_dir = os.path.join(cfg.work_dir, folder)
@@ -100,7 +116,7 @@ def probe_trainer(cfg, folder: str, probe, options: dict):
     tool_cfg = copy.deepcopy(cfg)
     tool_cfg.work_dir, tool_cfg.loggers = out_dir, []
     try:
-        trainer = ClassificationTrainer(tool_cfg)
+        trainer = task_pipeline(task)[0](tool_cfg)
         result = probe(trainer, options, out_dir)
     except BaseException:
         if made is not None and comm.is_main_process():

@@ -1,4 +1,5 @@
 """The checkpoint manager: what a checkpoint holds, under which names, where it goes, and what a resume puts back."""
+import pytest
 import torch
 
 from basetrainer.callbacks import EMA, ModelCheckpoint
@@ -7,6 +8,7 @@ from basetrainer.checkpoint.manager import CheckpointManager
 from basetrainer.checkpoint.parts import CallbackStates, ModelAndOptimizer
 from basetrainer.engine.events import Callback
 from basetrainer.engine.trainer import EngineTrainer
+from basetrainer.errors import CheckpointError
 from basetrainer.parallel import Strategy
 from basetrainer.tasks.classification import ClassificationTrainer
 from support.toy import ToyTrainer, toy_cfg
@@ -95,3 +97,51 @@ def test_the_engine_declares_only_loop_settings_and_a_task_adds_its_own():
     assert "lr" not in EngineTrainer.resume_settings and "milestones" not in EngineTrainer.resume_settings
     assert {"lr", "optim_type", "milestones"} <= set(ClassificationTrainer.resume_settings)
     assert set(EngineTrainer.resume_settings) <= set(ClassificationTrainer.resume_settings)
+
+
+def frozen_backbone_model():
+    """A frozen convolution and BatchNorm (a pretrained backbone) under a head that trains."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 4 * 4, 2))
+    for parameter in [*model[0].parameters(), *model[1].parameters()]:
+        parameter.requires_grad_(False)
+    return model
+
+
+def test_without_frozen_weights_a_checkpoint_holds_what_trains_and_buffers_and_resumes_into_the_rebuilt_model(
+        tmp_path):
+    model = frozen_backbone_model()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    model(torch.randn(2, 3, 6, 6)).sum().backward()  # training mode: the BatchNorm statistics move too
+    optimizer.step()
+    manager = CheckpointManager()
+    manager.track(ModelAndOptimizer(Strategy(torch.device("cpu")), model, optimizer, frozen_weights=False), {},
+                  position=lambda: None, reseed=None)
+    path = manager.save(str(tmp_path / "last.pth"))
+    assert set(files.load_checkpoint(path)["model"]) == {
+        "1.running_mean", "1.running_var", "1.num_batches_tracked", "3.weight", "3.bias"}
+    fresh = frozen_backbone_model()  # what build_model makes again: the same frozen weights, a fresh head
+    fresh_optimizer = torch.optim.AdamW([p for p in fresh.parameters() if p.requires_grad], lr=0.1)
+    other = CheckpointManager(resume=path)
+    other.track(ModelAndOptimizer(Strategy(torch.device("cpu")), fresh, fresh_optimizer, frozen_weights=False), {},
+                position=lambda: None, reseed=None)
+    assert other.resume() == path
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), model.state_dict().values()))
+    assert torch.equal(fresh_optimizer.state_dict()["state"][0]["exp_avg"], optimizer.state_dict()["state"][0]["exp_avg"])
+
+
+def test_without_frozen_weights_a_checkpoint_of_another_model_is_still_refused(tmp_path):
+    model = frozen_backbone_model()
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    manager = CheckpointManager()
+    manager.track(ModelAndOptimizer(Strategy(torch.device("cpu")), model, optimizer, frozen_weights=False), {},
+                  position=lambda: None, reseed=None)
+    path = manager.save(str(tmp_path / "last.pth"))
+    other_model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                                      torch.nn.Linear(4 * 4 * 4, 3))
+    other = CheckpointManager(resume=path)
+    other.track(ModelAndOptimizer(Strategy(torch.device("cpu")), other_model, torch.optim.SGD(
+        other_model.parameters(), lr=0.1), frozen_weights=False), {}, position=lambda: None, reseed=None)
+    with pytest.raises(CheckpointError, match=r"was written by another model: \[shape differs: 3.weight"):
+        other.resume()

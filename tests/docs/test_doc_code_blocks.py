@@ -16,6 +16,7 @@ from basetrainer.hpo.classification import trial_config
 from basetrainer.tasks.classification import parse_config
 from basetrainer.tasks.detection import predict as detection_predict
 from basetrainer.tasks.detection.config import parse_config as parse_detection_config
+from basetrainer.tasks.text.config import parse_config as parse_text_config
 from support import EXAMPLES, REPO
 from support.docs import LANGUAGES, code_blocks, shell_commands, split_commands
 
@@ -64,11 +65,19 @@ def check_detection(argv):
     parse_detection_config(argv)
 
 
+def check_text(argv):
+    parse_text_config(argv)
+
+
+def check_text_example(argv):
+    parse_text_config([*example_module("finetune_text").EXAMPLE, *argv])
+
+
 def check_basetrainer(argv):
     if argv[:1] == ["train"]:
         task, arguments = cli.train_task(argv[1:])
         _, _, arguments = cli.ray_arguments(arguments)  # --ray N [--ray_max_failures K]: the command's own
-        return (check_detection if task == "detection" else check_example)(arguments)
+        return {"detection": check_detection, "text": check_text}.get(task, check_example)(arguments)
     if argv[:1] == ["predict"] and cli.train_task(argv[1:])[0] == "detection":
         return detection_predict.get_parser().parse_args(cli.train_task(argv[1:])[1])
     if argv[:1] and argv[0] in cli.TOOLS:  # lr-find, batch-find, study: each command's own parser
@@ -130,6 +139,7 @@ def checker(words):
     programs = {("pip", "install"): check_pip, ("python", "examples/example.py"): check_example,
                 ("python", "examples/hpo.py"): check_hpo, ("python", "my_task.py"): check_own_task,
                 ("python", "examples/detection.py"): check_detection,
+                ("python", "examples/finetune_text.py"): check_text_example,
                 ("python", "examples/language_model.py"): check_language_model,
                 ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard,
                 ("kill",): check_kill}

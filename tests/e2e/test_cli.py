@@ -36,13 +36,13 @@ def test_train_help_lists_the_pipeline_flags(capsys):
         assert flag in out
 
 
-@pytest.mark.parametrize("task", ["classification", "detection"])
+@pytest.mark.parametrize("task", ["classification", "detection", "text"])
 def test_train_help_lists_the_flags_the_command_takes_itself(task, capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main(["train", "--task", task, "--help"])
     out = capsys.readouterr().out
     assert stop.value.code == 0 and "the train command:" in out
-    for flag in ("--task {classification,detection}", "--ray N", "--ray_max_failures K", "--train_"):
+    for flag in ("--task {classification,detection,text}", "--ray N", "--ray_max_failures K", "--train_"):
         assert flag in out
 
 

@@ -102,6 +102,35 @@ def test_tensorboard_holds_step_scalars_and_epoch_records_at_their_steps(tmp_pat
                                              "test/Acc": [(5, 75.0)], "lr": [(5, 0.5)]}
 
 
+def test_tensorboard_holds_text_at_its_step_in_its_text_tab(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logger = TensorBoardLogger(tmp_path)
+    logger.start([], False, None)
+    logger.log_metrics({"train/loss_step": 0.5}, 1)
+    logger.log_text("completions", "'Greet Ann.' -> 'Hello, Ann!'", 3)
+    logger.close()
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    [event] = events.Tensors("completions/text_summary")
+    assert event.step == 3
+    assert event.tensor_proto.string_val[0].decode() == "```\n'Greet Ann.' -> 'Hello, Ann!'\n```"
+
+
+@pytest.mark.slow  # MLflow's store starts a process
+def test_mlflow_holds_text_as_a_file_per_step(tmp_path):
+    pytest.importorskip("mlflow")
+    from basetrainer.loggers.mlflow import MLflowLogger
+
+    logger = MLflowLogger(work_dir=str(tmp_path))
+    logger.start([], False, None)
+    logger.log_text("completions", "'Greet Ann.' -> 'Hello, Ann!'", 7)
+    logger.close()
+    client = mlflow_client(tmp_path)
+    text = client.download_artifacts(only_run(client).info.run_id, "completions/step_000000007.txt", str(tmp_path))
+    assert open(text, encoding="utf-8").read() == "'Greet Ann.' -> 'Hello, Ann!'"
+
+
 def test_a_resumed_tensorboard_hides_the_steps_it_runs_again(tmp_path):
     first = TensorBoardLogger(tmp_path)
     first.start([], False, None)

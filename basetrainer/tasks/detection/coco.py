@@ -78,18 +78,13 @@ class CocoDetection(Dataset):
             index = (index + 1) % len(self.images)
         raise DataError(f"{self.name}: no image under {self.root} can be read; check the files")
 
-    def _sample(self, pixels, image_id, boxes):
-        """The image as a float tensor and its target, transformed together; plain tensors out."""
-        from torchvision import tv_tensors
+    @property
+    def image_ids(self) -> list:
+        """Each image's COCO id, in dataset order (what a results file names)."""
+        return [image_id for image_id, _, _ in self.images]
 
-        image = tv_tensors.Image(torch.from_numpy(pixels).permute(2, 0, 1))
-        coordinates = torch.tensor([box[:4] for box in boxes], dtype=torch.float32).reshape(-1, 4)
-        target = {"boxes": tv_tensors.BoundingBoxes(coordinates, format="XYXY", canvas_size=image.shape[-2:]),
-                  "labels": torch.tensor([box[4] for box in boxes], dtype=torch.int64), "image_id": image_id}
-        if self.transform is not None:
-            image, target = self.transform(image, target)
-        target["boxes"] = target["boxes"].as_subclass(torch.Tensor)
-        return image.as_subclass(torch.Tensor), target
+    def _sample(self, pixels, image_id, boxes):
+        return detection_sample(pixels, image_id, boxes, self.transform)
 
     def _read(self, path):
         """The image's RGB pixels (uint8 ``(H, W, 3)``); None for an unreadable one under ``on_bad_image: skip``."""
@@ -108,6 +103,33 @@ class CocoDetection(Dataset):
                 self._warned.add(path)
                 logger.warning("%s: skipping unreadable image %s (%s)", self.name, path, reason)
             return None
+
+
+def detection_sample(pixels, image_id, boxes, transform):
+    """An image's RGB pixels (uint8 ``(H, W, 3)``) as a float tensor and its target (``boxes`` as
+    ``[x1, y1, x2, y2, label]``), transformed together; plain tensors out."""
+    from torchvision import tv_tensors
+
+    image = tv_tensors.Image(torch.from_numpy(pixels).permute(2, 0, 1))
+    coordinates = torch.tensor([box[:4] for box in boxes], dtype=torch.float32).reshape(-1, 4)
+    target = {"boxes": tv_tensors.BoundingBoxes(coordinates, format="XYXY", canvas_size=image.shape[-2:]),
+              "labels": torch.tensor([box[4] for box in boxes], dtype=torch.int64), "image_id": image_id}
+    if transform is not None:
+        image, target = transform(image, target)
+    target["boxes"] = target["boxes"].as_subclass(torch.Tensor)
+    return image.as_subclass(torch.Tensor), target
+
+
+class ShardSample:
+    """Makes a sample of a COCO shard's record (see :func:`basetrainer.data.streaming.open_shards`), as
+    :class:`CocoDetection` makes one of a file: ``(image, target)`` through ``transform``."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, record):
+        pixels, image_id, boxes = record
+        return detection_sample(pixels, image_id, boxes, self.transform)
 
 
 def read_instances(path, name="data") -> dict:

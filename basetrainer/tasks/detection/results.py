@@ -8,10 +8,11 @@ from .models import without_background
 
 def coco_results(predictions, dataset) -> list:
     """``[{"image_id", "category_id", "bbox": [x, y, width, height], "score"}]`` for ``predictions`` (one
-    ``{"boxes", "scores", "labels"}`` per image of ``dataset``, a :class:`~.coco.CocoDetection`, in its order):
+    ``{"boxes", "scores", "labels"}`` per image of ``dataset``, a :class:`~.coco.CocoDetection` or COCO shards, in
+    its order):
     labels become the annotation file's category ids again."""
     results = []
-    for (image_id, _, _), prediction in zip(dataset.images, predictions):
+    for image_id, prediction in zip(dataset.image_ids, predictions):
         for box, score, label in zip(prediction["boxes"].tolist(), prediction["scores"].tolist(),
                                      prediction["labels"].tolist()):
             x1, y1, x2, y2 = box

@@ -13,6 +13,7 @@ DATA_ROOT = "data/digit_scenes"
 DEFAULT_TRAIN_IMAGES, DEFAULT_TRAIN_ANNOTATIONS = f"{DATA_ROOT}/train/images", f"{DATA_ROOT}/train/instances.json"
 DEFAULT_TEST_IMAGES, DEFAULT_TEST_ANNOTATIONS = f"{DATA_ROOT}/val/images", f"{DATA_ROOT}/val/instances.json"
 DEFAULT_NUM_EPOCHS = 12
+DEFAULTS = {"train_annotations": DEFAULT_TRAIN_ANNOTATIONS, "test_annotations": DEFAULT_TEST_ANNOTATIONS}
 
 GROUPS = {group: title for group, title in CLASSIFICATION_GROUPS.items() if group != "pruning"}
 CONFIG_YAML_GROUPS = {group: title for group, title in GROUPS.items() if group not in ("command line", "run")}
@@ -20,7 +21,7 @@ CONFIG_YAML_GROUPS = {group: title for group, title in GROUPS.items() if group n
 # The classification task's keys that mean the same here: how to optimise, run and checkpoint.
 SHARED = ("config_file", "batch_size", "num_workers", "on_bad_image", "optim_type", "lr", "momentum", "weight_decay",
           "scheduler", "milestones", "num_warn_up", "distributed", "num_machines", "machine_rank", "dist_url",
-          "dist_timeout", "log_freq", "loggers", "mlflow_tracking_uri", "wandb_mode", "strict", "save_best_k",
+          "dist_timeout", "shards", "log_freq", "loggers", "mlflow_tracking_uri", "wandb_mode", "strict", "save_best_k",
           "checkpoint_every_n_iters", "checkpoint_every_n_minutes", "early_stopping_patience", "ema_decay")
 
 _PATH = Text(non_empty=True, meaning="a path")
@@ -29,10 +30,12 @@ DETECTION_ONLY = Schema([
     # ---------------------------------------------------------------- data
     Setting("train_images", _PATH, DEFAULT_TRAIN_IMAGES,
             "folder of the training images (file_name in the annotations is relative to it; the generated digit "
-            "scenes are written under data/digit_scenes when the defaults are missing)", group="data", flag={}),
+            "scenes are written under data/digit_scenes when the defaults are missing), or COCO shards holding the "
+            "images and their boxes (see shards)", group="data", flag={}),
     Setting("train_annotations", _PATH, DEFAULT_TRAIN_ANNOTATIONS, "COCO instances.json of the training images",
             group="data", flag={}),
-    Setting("test_images", Text(), DEFAULT_TEST_IMAGES, "folder of the evaluation images (\"\": no evaluation)",
+    Setting("test_images", Text(), DEFAULT_TEST_IMAGES,
+            "folder of the evaluation images, or COCO shards (\"\": no evaluation)",
             nullable=True, group="data", flag={}),
     Setting("test_annotations", Text(), DEFAULT_TEST_ANNOTATIONS,
             "COCO instances.json of the evaluation images, with the same categories", nullable=True, group="data",

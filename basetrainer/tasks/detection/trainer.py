@@ -23,19 +23,21 @@ giving one prediction dict per image in dataset order.
 import os
 
 from ...callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
+from ...data.streaming import is_shard_location, open_shards
+from ...data.streaming.settings import shard_options
 from ...engine.trainer import EngineTrainer
 from ...errors import ConfigError, DataError
 from ...loggers import build_loggers, check_loggers
 from ...optimizer.build_optimizer import get_optimizer
 from ...scheduler.build_scheduler import get_scheduler
 from ..startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
-from .coco import CocoDetection, collate_detection
+from .coco import CocoDetection, ShardSample, collate_detection
 from .config import check_task_config, parse_config
 from .mean_ap import MeanAPRecorder
 from .models import get_detector, loss_names, without_background
 from .results import write_coco_results
 from .scenes import write_digit_scenes
-from .settings import DATA_ROOT, DEFAULT_TEST_ANNOTATIONS, DEFAULT_TRAIN_ANNOTATIONS
+from .settings import DATA_ROOT, DEFAULT_TEST_ANNOTATIONS, DEFAULT_TRAIN_ANNOTATIONS, DEFAULTS
 from .transforms import build_transform
 
 INDICATOR = "map"  # what the best models and early stopping are chosen by: COCO mAP at IoU 0.5 to 0.95
@@ -54,8 +56,7 @@ class DetectionTrainer(EngineTrainer):
 
     # ------------------------------------------------------------------ data
     def build_train_loader(self, cfg, **kwargs):
-        dataset = CocoDetection(cfg.train_images, cfg.train_annotations, transform=build_transform(cfg, train=True),
-                                on_bad_image=cfg.on_bad_image, name="train_annotations")
+        dataset = coco_data(cfg, "train")
         if cfg.num_classes is not None and cfg.num_classes != dataset.num_classes:
             raise ConfigError(f"num_classes {cfg.num_classes} does not match the {dataset.num_classes} categories of "
                               f"{cfg.train_annotations}; set num_classes: null to read it from the data")
@@ -67,8 +68,7 @@ class DetectionTrainer(EngineTrainer):
     def build_test_loader(self, cfg, **kwargs):
         if not cfg.test_images:
             return None
-        dataset = CocoDetection(cfg.test_images, cfg.test_annotations, transform=build_transform(cfg, train=False),
-                                on_bad_image=cfg.on_bad_image, name="test_annotations")
+        dataset = coco_data(cfg, "test")
         train = self.train_loader.dataset
         if (dataset.category_ids, dataset.categories) != (train.category_ids, train.categories):
             raise DataError(f"{cfg.train_annotations} and {cfg.test_annotations} must list the same categories (ids "
@@ -125,6 +125,26 @@ class DetectionTrainer(EngineTrainer):
         return without_background(self.model(inputs[0]))
 
 
+def coco_data(cfg, phase: str):
+    """The data of ``phase`` ("train", "test"): the images of ``<phase>_images`` with the boxes of
+    ``<phase>_annotations``, or the COCO shards ``<phase>_images`` names (which hold the boxes: the annotations
+    setting is then left at its default, or names the same shards)."""
+    images, annotations = cfg[f"{phase}_images"], cfg[f"{phase}_annotations"]
+    transform = build_transform(cfg, train=phase == "train")
+    if not is_shard_location(images):
+        return CocoDetection(images, annotations, transform=transform, on_bad_image=cfg.on_bad_image,
+                             name=f"{phase}_annotations")
+    if annotations not in (images, DEFAULTS[f"{phase}_annotations"]):
+        raise ConfigError(f"{phase}_annotations: {annotations!r}, but {phase}_images names shards, which hold the "
+                          f"boxes; set {phase}_annotations to {images!r} too, or leave it out")
+    dataset = open_shards(images, transform=ShardSample(transform), on_bad_image=cfg.on_bad_image,
+                          name=f"{phase}_images", **shard_options(cfg))
+    if dataset.kind != "coco":
+        raise ConfigError(f"{phase}_images: {images} holds {dataset.kind} shards; the detection task reads COCO "
+                          f"shards (basetrainer shards --coco IMAGES ANNOTATIONS)")
+    return dataset
+
+
 def _first_difference(train, test) -> str:
     pairs = list(zip(train.category_ids, train.categories))
     others = list(zip(test.category_ids, test.categories))
@@ -134,8 +154,9 @@ def _first_difference(train, test) -> str:
 
 def prepare_data(cfg):
     """Generates the digit scenes under data/digit_scenes when a default annotation file is used and missing."""
-    if any(path == default and not os.path.isfile(path) for path, default in
-           ((cfg.train_annotations, DEFAULT_TRAIN_ANNOTATIONS), (cfg.test_annotations, DEFAULT_TEST_ANNOTATIONS))):
+    if any(path == default and not os.path.isfile(path) and not is_shard_location(images) for path, default, images in
+           ((cfg.train_annotations, DEFAULT_TRAIN_ANNOTATIONS, cfg.train_images),
+            (cfg.test_annotations, DEFAULT_TEST_ANNOTATIONS, cfg.test_images))):
         write_digit_scenes(DATA_ROOT)
 
 

@@ -13,7 +13,11 @@ N-th write of the training state: half-way through the bytes, or with S >= 1 jus
 its S-th rename), ``start-up`` (N=1: building the loaders; N=2: loading the checkpoint).
 ``--probe-dir D`` makes every rank write, to D, the first random numbers it drew, every file
 it opened for writing under the work dir (seen through a Python audit hook) and how many
-events of each phase it saw.
+events of each phase it saw. ``--shards LOCATION`` trains on shards of the same kind of samples
+(``support.shards.Numbered``: the noise is the shards' augmentation, seeded per sample) with
+``--workers N`` loader workers, and ``--record D`` makes every rank append to D the sample indices
+of each batch it trains (``rank<R>.jsonl``: epoch, batch, indices); ``--stop-process-at E:B:PID``
+stops the process PID (a server the shards come from) after batch B of epoch E.
 
     python tests/workers/tiny.py --work-dir D --out W.pt [--procs 2] [--resume auto] ...
 """
@@ -61,6 +65,14 @@ class NoisyBlobs(Dataset):
         return x, self.y[i]
 
 
+class Noise:
+    """The shards' augmentation: fresh noise on the features (from the sample's own seeded stream)."""
+
+    def __call__(self, sample):
+        x, y, index = sample
+        return x + 0.1 * torch.randn(8), y, index
+
+
 class Phases:
     """Counts this rank's events per phase and sends the signal or the SIGKILL asked for at the N-th."""
 
@@ -99,6 +111,8 @@ class Fault(Callback):
             time.sleep(3600)
         if cfg.kill_at == here:
             os.kill(os.getpid(), signal.SIGKILL)
+        if cfg.stop_process_at and cfg.stop_process_at[:2] == here and trainer.rank == 0:
+            os.kill(cfg.stop_process_at[2], signal.SIGTERM)  # a server the job reads from goes away
         if cfg.signal_at and cfg.signal_at[:2] == here and trainer.rank == 0:
             send_to_launcher(cfg.signal_at[2], trainer.world_size)
         if cfg.die_once_at == here and trainer.rank == trainer.world_size - 1:
@@ -120,8 +134,23 @@ class TinyTrainer(EngineTrainer):
 
     def build_train_loader(self, cfg):
         self.phases.arrive("start-up")
+        if cfg.shards:
+            from basetrainer.data.streaming import open_shards
+
+            data = open_shards(cfg.shards, transform=None if cfg.plain else Noise(), cache=cfg.shard_cache,
+                               retry_seconds=cfg.retry_seconds, shuffle_window=1)
+            return self.build_dataloader(data, cfg.batch_size, cfg.workers, phase="train")
         return self.build_dataloader(NoisyBlobs(cfg.train_size, 0, augment=not cfg.plain), cfg.batch_size, 0,
                                      phase="train")
+
+    def run_step(self, inputs):
+        if len(inputs) == 3:  # shards: (x, y, index); the indices recorded when asked
+            inputs, indices = inputs[:2], inputs[2]
+            if self.cfg.record and self.model.training:
+                with open(os.path.join(self.cfg.record, f"rank{self.rank}.jsonl"), "a") as f:
+                    f.write(json.dumps({"epoch": self.state.epoch, "batch": self.state.batch,
+                                        "indices": indices.tolist()}) + "\n")
+        return super().run_step(inputs)
 
     def build_test_loader(self, cfg):
         # 101 samples in batches of 10: on 2 ranks, 6 batches on one and 5 on the other.
@@ -277,6 +306,13 @@ def parse(argv=None):
     p.add_argument("--probe-dir", dest="probe_dir", default=None)
     p.add_argument("--plain", action="store_true", help="no dropout, no augmentation, constant lr")
     p.add_argument("--accumulate", type=int, default=1, help="accumulate_grad_batches")
+    p.add_argument("--shards", default=None, help="train on these shards (support.shards.numbered_shards)")
+    p.add_argument("--shard-cache", dest="shard_cache", default=None, help="the cache of remote shards")
+    p.add_argument("--retry-seconds", dest="retry_seconds", type=float, default=60.0)
+    p.add_argument("--workers", type=int, default=0, help="training loader workers (with --shards)")
+    p.add_argument("--record", default=None, help="a folder: each rank appends the indices it trains on")
+    p.add_argument("--stop-process-at", dest="stop_process_at", default=None,
+                   type=lambda s: tuple(int(v) for v in s.split(":")), help="E:B:PID: SIGTERM to PID after batch B")
     p.add_argument("--gpu", action="store_true", help="train on GPUs 0..procs-1 (NCCL) instead of the CPU")
     cfg = p.parse_args(argv, namespace=Cfg())
     cfg.gpu_id = list(range(cfg.procs)) if cfg.gpu else None

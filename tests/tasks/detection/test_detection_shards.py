@@ -1,0 +1,63 @@
+"""The detection task on COCO shards: the same samples (pixels, boxes, labels, ids) as from the COCO folder they
+were written from, the same categories, and a clear line when the annotations setting names something else."""
+import os
+
+import pytest
+import torch
+
+from basetrainer.data.streaming import ShardDataset, image_folder_records, write_shards
+from basetrainer.errors import ConfigError
+from basetrainer.tasks.detection.config import parse_config
+from basetrainer.tasks.detection.scenes import write_digit_scenes
+from basetrainer.tasks.detection.trainer import coco_data
+from basetrainer.tasks.shards import coco_records
+from support.images import write_class_images
+
+
+@pytest.fixture(scope="module")
+def scenes_and_shards(tmp_path_factory):
+    root = tmp_path_factory.mktemp("coco_shards")
+    scenes = write_digit_scenes(root / "scenes", split_sizes={"train": 6, "val": 3})
+    for split in ("train", "val"):
+        records, total, meta = coco_records(f"{scenes}/{split}/images", f"{scenes}/{split}/instances.json")
+        write_shards(records, root / "shards" / split, kind="coco", meta=meta, total=total, shard_bytes=4000,
+                     progress=False)
+    return scenes, root / "shards"
+
+
+def _config(*flags):
+    return parse_config([*map(str, flags), "--work_dir", "unused", "num_workers=0"])
+
+
+def test_coco_shards_give_the_samples_of_the_folder_they_were_written_from(scenes_and_shards):
+    scenes, shards = scenes_and_shards
+    folder = coco_data(_config("--test_images", f"{scenes}/val/images", "--test_annotations",
+                               f"{scenes}/val/instances.json"), "test")
+    streamed = coco_data(_config("--test_images", shards / "val", "--test_annotations", shards / "val"), "test")
+    assert isinstance(streamed, ShardDataset) and len(streamed) == len(folder) == 3
+    assert (streamed.categories, streamed.category_ids, streamed.image_ids) == \
+        (folder.categories, folder.category_ids, folder.image_ids)
+    for index in range(3):
+        (image, target), (expected_image, expected) = streamed[index], folder[index]
+        assert torch.equal(image, expected_image) and torch.equal(target["boxes"], expected["boxes"])
+        assert torch.equal(target["labels"], expected["labels"]) and target["image_id"] == expected["image_id"]
+
+
+def test_annotations_left_at_their_default_are_read_from_the_shards(scenes_and_shards):
+    _, shards = scenes_and_shards
+    assert len(coco_data(_config("--train_images", shards / "train"), "train")) == 6
+
+
+def test_annotations_naming_another_file_beside_shards_are_refused_in_one_line(scenes_and_shards):
+    scenes, shards = scenes_and_shards
+    with pytest.raises(ConfigError, match=r"^train_annotations: .*but train_images names shards, which hold the boxes"):
+        coco_data(_config("--train_images", shards / "train", "--train_annotations",
+                          f"{scenes}/train/instances.json"), "train")
+
+
+def test_image_folder_shards_are_refused_by_the_detection_task(tmp_path):
+    records, total, meta = image_folder_records(write_class_images(tmp_path / "images", ["a", "b"], per_class=2))
+    write_shards(records, tmp_path / "shards", kind="images", meta=meta, total=total, progress=False)
+    with pytest.raises(ConfigError, match=r"holds images shards; the detection task reads COCO shards"):
+        coco_data(_config("--train_images", tmp_path / "shards"), "train")
+    assert os.path.isdir(tmp_path / "shards")
