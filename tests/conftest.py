@@ -8,6 +8,7 @@ in a fixture it sets up, fails with a line saying to mark it (see :func:`pytest_
 import collections
 import logging
 import multiprocessing
+import os
 import subprocess
 
 import pytest
@@ -129,5 +130,7 @@ def tiny_text_models(tmp_path_factory):
     return {architecture: write_tiny_model(root / architecture, architecture) for architecture in ARCHITECTURES}
 
 
-# The machines that run the suite have 2 cores shared by everything: one thread per test process.
+# The machines that run the suite have 2 cores shared by everything: one thread per test process, also for the
+# trainers built in it (a trainer follows OMP_NUM_THREADS, else it takes the cores other work leaves free).
+os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)

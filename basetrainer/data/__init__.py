@@ -1,5 +1,7 @@
 """Data: loaders sharded by global rank that resume mid-epoch (``loaders``, ``samplers``), and the
-datasets of the built-in pipelines: a checked ImageFolder and the bundled handwritten digits.
+datasets of the built-in pipelines: a checked ImageFolder and the bundled handwritten digits (written whole or not
+at all, ``trees``); ``images/``: image folders decoded and augmented as the ``decoder`` setting says, and the
+photo-like JPEG digits.
 
 Importing this package loads nothing: the names below are resolved on first use, so the
 engine's loaders come without torchvision (which ``folder`` imports).

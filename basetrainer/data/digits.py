@@ -15,15 +15,14 @@ file counts) written before the rename lets a later call check it and skip the w
 """
 import gzip
 import hashlib
-import json
 import os
 import shutil
-import tempfile
 
 import numpy as np
 
 from ..errors import DataError
 from ..utils.log import get_logger
+from . import trees
 
 logger = get_logger()
 
@@ -78,11 +77,8 @@ def write_digits_imagefolder(root, val_fraction=0.2, seed=0, scale=4):
                         f"remove it or choose another folder")
     images, labels = load_digits()
     splits = dict(zip(SPLITS, split_indices(labels, val_fraction, seed)))
-    parent = os.path.dirname(os.path.abspath(root))
-    os.makedirs(parent, exist_ok=True)
-    partial = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(root))}.", suffix=".partial", dir=parent)
+    partial = trees.partial_folder(root)
     try:
-        os.chmod(partial, 0o777 & ~_umask())  # mkdtemp makes it private; the dataset is an ordinary folder
         counts = {}
         for split, rows in splits.items():
             counts[split] = {name: 0 for name in CLASSES}
@@ -96,8 +92,7 @@ def write_digits_imagefolder(root, val_fraction=0.2, seed=0, scale=4):
                     image = image.resize((8 * scale, 8 * scale), Image.BILINEAR)
                 image.save(os.path.join(partial, split, name, f"{row:04d}.png"))
                 counts[split][name] += 1
-        with open(os.path.join(partial, MANIFEST), "w", encoding="utf-8") as stream:
-            json.dump({**settings, "counts": counts}, stream, indent=1)
+        trees.write_manifest(partial, MANIFEST, settings, counts)
         if _move_into_place(partial, root, settings):
             logger.info("wrote %d handwritten digits to %s (train %d, val %d)", len(labels), root,
                         len(splits["train"]), len(splits["val"]))
@@ -108,45 +103,13 @@ def write_digits_imagefolder(root, val_fraction=0.2, seed=0, scale=4):
 
 def is_complete(root, settings=None) -> bool:
     """Whether ``root`` holds every file its manifest lists (and, if given, was written with ``settings``)."""
-    try:
-        with open(os.path.join(root, MANIFEST), encoding="utf-8") as stream:
-            manifest = json.load(stream)
-        if settings is not None and any(manifest.get(key) != value for key, value in settings.items()):
-            return False
-        return all(_count_png(os.path.join(root, split, name)) == count
-                   for split, per_class in manifest["counts"].items() for name, count in per_class.items())
-    except (OSError, ValueError, KeyError, AttributeError):
-        return False
-
-
-def _count_png(folder) -> int:
-    with os.scandir(folder) as entries:
-        return sum(1 for entry in entries if entry.name.endswith(".png"))
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return trees.is_complete(root, MANIFEST, ".png", settings)
 
 
 def _replaceable(root) -> bool:
-    """An empty folder, or a tree of ours (it has a manifest)."""
-    return os.path.isdir(root) and (not os.listdir(root) or os.path.isfile(os.path.join(root, MANIFEST)))
+    return trees.replaceable(root, MANIFEST)
 
 
 def _move_into_place(partial, root, settings) -> bool:
     """Renames ``partial`` to ``root``; False when another process got there first."""
-    # Several processes (e.g. torchrun ranks) may write at once: the first rename wins and
-    # the others find a complete tree.
-    if is_complete(root, settings):
-        return False
-    if os.path.isdir(root) and os.listdir(root):
-        shutil.rmtree(root)
-    try:
-        os.replace(partial, root)
-    except OSError:
-        if not is_complete(root, settings):
-            raise
-        return False
-    return True
+    return trees.move_into_place(partial, root, MANIFEST, ".png", settings)

@@ -54,6 +54,7 @@ from .process_group import (
     started_by_torchrun,
     started_in_a_group,
 )
+from .threads import choose_threads
 
 logger = get_logger()
 
@@ -205,8 +206,8 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
     try:
         if backend == "nccl":
             torch.cuda.set_device(local_rank)  # before any collective, so NCCL binds the right GPU
-        elif "OMP_NUM_THREADS" not in os.environ:
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // nprocs))
+        elif "OMP_NUM_THREADS" not in os.environ:  # a trainer's build() looks again at what others keep busy
+            torch.set_num_threads(choose_threads(None, nprocs)[0])
         store = join_store(dist_url, world_size, timeout) if hosted else None
         init_process_group(backend, dist_url, world_size, rank, timeout, store=store)
         comm.set_local_rank(local_rank)

@@ -4,6 +4,7 @@ import os
 import torch
 
 from ..data import loaders as data
+from ..distributed.threads import CoreUse, set_process_threads
 from ..errors import ConfigError, DataError
 from ..parallel import select_strategy, strategy_of
 from . import evaluation
@@ -11,6 +12,7 @@ from .added_callbacks import added_callbacks
 from .lr_scaling import LRScaling
 from .run_summary import RunSummary
 from .target import time_to_target
+from .threads import ThreadCount
 
 
 class TrainerHooks:
@@ -24,6 +26,8 @@ class TrainerHooks:
     """
 
     lr_scaling = None  # with lr_scaling, an LRScaling once build() has made the optimizer
+    threads, threads_reason = None, ""  # torch's intra-op threads in this process once build() set them, and why
+    thread_count = None  # the ThreadCount that keeps them to the free cores while training (engine/threads.py)
 
     def build_train_loader(self, cfg, **kwargs):
         """Returns the training DataLoader, usually ``self.build_dataloader(dataset, batch_size,
@@ -60,7 +64,9 @@ class TrainerHooks:
         criterion, optimizer, callbacks, and fills what the loop reads: ``num_batches`` and the sample counts,
         the parallel strategy (the model placed and wrapped when the hook did not), the lr scaling, the time to
         ``target``'s callback, the run summary's and, under ``amp: fp16``, the gradient scaler. Call it once, at the end of your
-        ``__init__``; a refusal (a ConfigError or DataError) comes from here, before training starts."""
+        ``__init__``; a refusal (a ConfigError or DataError) comes from here, before training starts. Last, the
+        process's threads: the cores other work left free while it built (:mod:`basetrainer.distributed.threads`)."""
+        core_use = CoreUse()  # what the rest of the machine keeps busy while this builds
         self.train_loader = self.build_train_loader(cfg, **kwargs)
         self.test_loader = self.build_test_loader(cfg, **kwargs)
         if self.train_loader is not None:
@@ -101,6 +107,10 @@ class TrainerHooks:
                               f"the model stage by stage with the criterion on the last stage: give the loss as "
                               f"build_criterion's criterion(outputs, targets), or set parallel.mesh.pp: 1")
         self.strategy.attach_loss(self.criterion, self.autocast)  # a pipeline's last stage computes the loss
+        adapt = not self.options.deterministic  # float sums depend on the number of threads
+        self.threads, self.threads_reason = set_process_threads(core_use, adapt)
+        # looked at again while it trains (a callback the trainer adds itself, as the progress bar)
+        self.thread_count = ThreadCount(self.threads) if adapt and self.threads_reason != "OMP_NUM_THREADS" else None
 
     def _plan_training(self, loader):
         """How long the run is: ``num_epochs`` epochs, or the epochs ``max_iters`` steps take."""

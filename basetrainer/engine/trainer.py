@@ -26,7 +26,7 @@ from ..fault_tolerance import start_replica_groups
 from ..fault_tolerance.batches import group_batches
 from ..fault_tolerance.replica_groups import left_after
 from ..parallel.mesh import build_mesh
-from ..utils.batch import batch_size, move_to_device, total_loss
+from ..utils.batch import batch_size, has_device_work, move_to_device, total_loss
 from ..utils.log import get_logger
 from ..utils.seeding import seed_everything
 from . import evaluation
@@ -333,8 +333,9 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         return ending and state.last_eval_step != state.global_step
 
     def to_device(self, inputs):
-        """The batch on this process's device (channels-last when asked); on the CPU, as it is."""
-        return move_to_device(inputs, self.device, self.options.channels_last) if self._moves_batches else inputs
+        """Where batches reach the device: moved (channels-last if asked), then the loader's device work done there."""
+        moves = self._moves_batches or has_device_work(inputs)
+        return move_to_device(inputs, self.device, self.options.channels_last) if moves else inputs
 
     def autocast(self):
         """Autocast to the ``amp`` dtype around a forward pass (nothing when ``amp`` is off)."""
@@ -343,7 +344,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         return torch.autocast(device_type=self.device.type, dtype=self.options.amp)
 
     def _builtin_callbacks(self):
-        builtins = [ProgressBar()] if self.options.progress else []
+        builtins = [cb for cb in (ProgressBar() if self.options.progress else None, self.thread_count) if cb]
         if self.options.profile_steps:
             builtins.append(Profiler(self.options.profile_steps, profile_dir(self.options.work_dir)))
         return builtins

@@ -26,13 +26,16 @@ optimizer and schedule by name, and the callbacks that record and save.
 import os
 
 import torch
-from torchvision import transforms
 
 from ..callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
 from ..checkpoint import files as checkpoint_files
 from ..checkpoint.weights import load_weights
 from ..criterion.criterion import get_criterion
-from ..data import CheckedImageFolder, check_same_classes, write_digits_imagefolder
+from ..data import check_same_classes, write_digits_imagefolder
+from ..data.images.crops import Recipe
+from ..data.images.decoders import image_folder, resolve_decoder
+from ..data.images.photo_digits import write_photo_digits
+from ..data.images.reference_recipe import reference_transform
 from ..data.streaming import is_shard_location, open_shards
 from ..data.streaming.settings import shard_options
 from ..engine.trainer import EngineTrainer
@@ -45,19 +48,13 @@ from ..models.timm_models import check_prunable, is_timm_name
 from ..optimizer.build_optimizer import get_optimizer
 from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
 from ..scheduler.build_scheduler import get_scheduler
-from .classification_config import (
-    DEFAULT_TEST_DATA,
-    DEFAULT_TRAIN_DATA,
-    check_task_config,
-    get_parser,
-    parse_config,
-    unset_data_defaults,
-)
+from .classification_config import check_task_config, get_parser, parse_config, unset_data_defaults
 from .startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
 
 __all__ = ["ClassificationTrainer", "build_transform", "get_parser", "parse_config", "prepare_data", "run", "train", "main"]
 
 DIGITS_ROOT = os.path.join("data", "digits")
+PHOTO_DIGITS_ROOT = os.path.join("data", "photo_digits")
 
 class ClassificationTrainer(EngineTrainer):
     """Trains a torchvision classifier on ``cfg.train_data`` and evaluates it on ``cfg.test_data`` every epoch."""
@@ -70,7 +67,9 @@ class ClassificationTrainer(EngineTrainer):
         self.data_defaults = unset_data_defaults(cfg)
         cfg.update(self.data_defaults)
         super().__init__(cfg)
-        start_run(self, cfg, train_from=cfg.train_data, test_from=cfg.test_data, model_note=self._data_defaults_said())
+        self.decoder, why = resolve_decoder(cfg.get("decoder", "auto"), self.device)
+        start_run(self, cfg, train_from=cfg.train_data, test_from=cfg.test_data, model_note=self._data_defaults_said(),
+                  data_note=f"decoder {self.decoder} ({why})")
 
     def _data_defaults_said(self) -> str:
         """What the start-up line says of the input size and normalisation a timm model chose (nothing else)."""
@@ -87,11 +86,11 @@ class ClassificationTrainer(EngineTrainer):
             self.classes = dataset.classes
             cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
             return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True)
-        dataset = CheckedImageFolder(cfg.train_data, transform=build_transform(cfg, train=True),
-                                     on_bad_image=cfg.on_bad_image, name="train_data")
+        dataset, collate = self._image_folder(cfg, cfg.train_data, train=True, name="train_data")
         self.classes = dataset.classes
         cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
-        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True)
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
+                                     collate_fn=collate)
 
     def build_test_loader(self, cfg, **kwargs):
         if not cfg.test_data:
@@ -100,11 +99,17 @@ class ClassificationTrainer(EngineTrainer):
             dataset = self._shards(cfg, "test_data", train=False)
             check_same_classes(self.train_loader.dataset, dataset)
             return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False)
-        dataset = CheckedImageFolder(cfg.test_data, transform=build_transform(cfg, train=False),
-                                     on_bad_image=cfg.on_bad_image, name="test_data")
+        dataset, collate = self._image_folder(cfg, cfg.test_data, train=False, name="test_data")
         check_same_classes(self.train_loader.dataset, dataset)
         # Sharded without padding: every test image is counted once, whatever the number of processes.
-        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False)
+        return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
+                                     collate_fn=collate)
+
+    def _image_folder(self, cfg, root, train, name):
+        """``(dataset, collate_fn)``: the folder ``root`` as ``decoder`` makes its batches (see
+        :mod:`basetrainer.data.images`)."""
+        return image_folder(root, Recipe.from_config(cfg, train), self.decoder, cfg.rgb_mean, cfg.rgb_std,
+                            on_bad_image=cfg.on_bad_image, name=name)
 
     @staticmethod
     def _shards(cfg, key, train):
@@ -196,19 +201,11 @@ class ClassificationTrainer(EngineTrainer):
 
 
 def build_transform(cfg, train):
-    """Resize to ``input_size / crop_ratio``, crop ``input_size`` (random for training, centred for
-    testing), optionally flip, then normalise with ``rgb_mean``/``rgb_std`` (those left null: the network's own)."""
+    """torchvision's reference transform of ``cfg`` for a Pillow image, ending in a normalised float tensor
+    (``decoder: pil``'s, and ``basetrainer predict``'s; see :mod:`basetrainer.data.images.crops` for the recipes);
+    ``rgb_mean``/``rgb_std`` left null: the network's own."""
     cfg = {**cfg, **unset_data_defaults(cfg)}
-    width, height = cfg["input_size"]
-    steps = [transforms.Resize([round(height / cfg["crop_ratio"]), round(width / cfg["crop_ratio"])])]
-    if train:
-        steps.append(transforms.RandomCrop([height, width]))
-        if cfg.get("hflip"):
-            steps.append(transforms.RandomHorizontalFlip())
-    else:
-        steps.append(transforms.CenterCrop([height, width]))
-    steps += [transforms.ToTensor(), transforms.Normalize(mean=cfg["rgb_mean"], std=cfg["rgb_std"])]
-    return transforms.Compose(steps)
+    return reference_transform(Recipe.from_config(cfg, train), cfg["rgb_mean"], cfg["rgb_std"])
 
 
 def _with_own_head(spec, model, num_classes):
@@ -226,12 +223,12 @@ def _with_own_head(spec, model, num_classes):
 
 
 def prepare_data(cfg):
-    """Writes the bundled digits to data/digits when a default data folder is used and missing."""
-    defaults_missing = [path for path, default in ((cfg.train_data, DEFAULT_TRAIN_DATA),
-                                                   (cfg.test_data, DEFAULT_TEST_DATA))
-                        if path == default and not os.path.isdir(path)]
-    if defaults_missing:
-        write_digits_imagefolder(DIGITS_ROOT)
+    """Writes a bundled data set where a config names its folders and they are missing: the handwritten digits
+    (data/digits, the defaults) or the photo-like JPEG digits (data/photo_digits, configs/photo_digits.yaml's)."""
+    for root, write in ((DIGITS_ROOT, write_digits_imagefolder), (PHOTO_DIGITS_ROOT, write_photo_digits)):
+        folders = (os.path.join(root, "train"), os.path.join(root, "val"))
+        if any(path in folders and not os.path.isdir(path) for path in (cfg.train_data, cfg.test_data)):
+            write(root)
 
 
 def run(cfg):

@@ -26,7 +26,7 @@ from .command_line import parse_task_config, task_parser
 __all__ = ["DEFAULT_NUM_EPOCHS", "DEFAULT_TEST_DATA", "DEFAULT_TRAIN_DATA", "TRANSFORM_KEYS", "check_task_config",
            "check_transform", "get_parser", "parse_config", "unset_data_defaults"]
 
-TRANSFORM_KEYS = ("input_size", "crop_ratio", "rgb_mean", "rgb_std")  # what build_transform reads
+TRANSFORM_KEYS = ("input_size", "crop_ratio", "rgb_mean", "rgb_std", "augmentation")  # what build_transform reads
 DATA_DEFAULT_KEYS = ("input_size", "rgb_mean", "rgb_std")  # null: what the network says (a timm model's own)
 
 
@@ -72,6 +72,11 @@ def check_task_config(cfg, sources=None):
     if cfg.machine_rank >= cfg.num_machines:
         raise ConfigError(f"{named('machine_rank', 'num_machines')}: machine_rank counts from 0 to num_machines - 1")
     check_transform({**cfg, **unset_data_defaults(cfg)}, source)
+    if cfg.crop_scale[0] > cfg.crop_scale[1]:
+        raise ConfigError(f"{named('crop_scale')}: give the smallest area first, then the largest")
+    if cfg.decoder == "nvjpeg" and not torch.cuda.is_available():
+        raise ConfigError(f"{named('decoder')}: nvjpeg decodes on the GPU, and this machine has no CUDA device; use "
+                          f"decoder: auto (or cpu) here")
     _check_schedule(cfg, named)
     if cfg.ema_decay > 0 and (cfg.local_sgd or {}).get("period"):
         raise ConfigError(f"{named('ema_decay', 'local_sgd')}: the EMA would average one process's own weights, not "

@@ -67,7 +67,20 @@ TASK_ONLY = Schema([
     Setting("crop_ratio", Number(0, 1, above=True), 0.875,
             "images are resized to input_size / crop_ratio, then cropped to input_size (at random for training, "
             "in the centre for testing)", group="data"),
+    Setting("augmentation", Choice("resize_crop", "imagenet"), "resize_crop",
+            "resize_crop: resize to input_size / crop_ratio, then crop input_size (at random for training, in the "
+            "centre for testing); imagenet: torchvision's ImageNet recipe, a random area (crop_scale) and aspect "
+            "ratio (3/4 to 4/3) resized to input_size for training, the shorter side resized to max(input_size) / "
+            "crop_ratio and the centre cropped for testing", group="data"),
+    Setting("crop_scale", ListOf(Number(0, 1, above=True), length=2), [0.08, 1.0],
+            "augmentation imagenet: the training crop's area, smallest and largest, as a fraction of the image's",
+            group="data"),
     Setting("hflip", Boolean(), False, "random horizontal flips for training", group="data"),
+    Setting("decoder", Choice("auto", "cpu", "pil", "nvjpeg"), "auto",
+            "how images are decoded and augmented: cpu (libjpeg-turbo at reduced size where the crop allows, uint8 "
+            "in the loader, float and normalisation on the device after the copy), pil (torchvision's reference: "
+            "Pillow, ToTensor and Normalize in the loader), nvjpeg (JPEGs decoded, cropped and flipped on the GPU, "
+            "in batches; needs CUDA); auto: cpu", group="data"),
     Setting("rgb_mean", ListOf(Number(0, 1), length=3), None,
             "normalisation per channel: (pixel / 255 - rgb_mean) / rgb_std (null: a timm model's own, else "
             "[0.5, 0.5, 0.5])", nullable=True, group="data"),

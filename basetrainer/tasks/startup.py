@@ -17,12 +17,13 @@ from ..utils.file_utils import create_dir
 from ..utils.log import set_logger
 
 
-def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_line=None, model_line=None):
+def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_note="", data_line=None, model_line=None):
     """Sets up ``trainer`` (an ``EngineTrainer`` past its ``__init__``): its loader workers, ``model_dir``,
     ``log_dir`` and logger, then builds it; rank 0 makes the folders and saves the resolved config, and the log
-    opens with three lines: the run, the data (read from ``train_from`` and ``test_from``), the model (with
-    ``model_note`` after its input size) and the run's length. A task whose data are no images says its data
-    and its model itself: ``data_line()`` and ``model_line()``, called once the trainer is built."""
+    opens with three lines: the run (with the process's threads), the data (read from ``train_from`` and
+    ``test_from``; ``data_note`` at its end), the model (with ``model_note`` after its input size) and the run's
+    length. A task whose data are no images says its data and its model itself: ``data_line()`` and
+    ``model_line()``, called once the trainer is built."""
     # Loader workers per process for both loaders: num_workers, or what "auto" means on this device.
     trainer.num_workers, trainer.num_workers_reason = resolve_num_workers(cfg.num_workers, trainer.device)
     trainer.model_dir = os.path.join(cfg.work_dir, "model")
@@ -36,8 +37,9 @@ def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_line=N
         create_dir(trainer.log_dir)
         save_config(cfg, os.path.join(cfg.work_dir, "config.yaml"))
     num_params = sum(p.numel() for p in trainer.model.parameters())
-    trainer.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es)",
-                        __version__, cfg.work_dir, cfg.config_file, trainer.device, trainer.world_size)
+    trainer.logger.info("basetrainer %s | work_dir %s | config %s | device %s x %d process(es) | %d thread%s per "
+                        "process (%s)", __version__, cfg.work_dir, cfg.config_file, trainer.device, trainer.world_size,
+                        trainer.threads, "" if trainer.threads == 1 else "s", trainer.threads_reason)
     replicas = comm.get_data_parallel_world_size()  # the process group's, however it was started (launch, Ray...)
     together = f" per process, {cfg.batch_size * replicas} over {replicas} processes" if replicas > 1 else ""
     length = (f"{cfg.max_iters} steps" if cfg.max_iters else f"{cfg.num_epochs} epochs") + \
@@ -47,8 +49,9 @@ def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_line=N
         trainer.logger.info("%s | %s", model_line(), length)
         return
     trainer.logger.info("data: %d train images in %s, %d test images in %s, %d classes | %d loader workers per "
-                        "process (%s)", trainer.train_num, train_from, trainer.test_num, test_from,
-                        cfg.num_classes, trainer.num_workers, trainer.num_workers_reason)
+                        "process (%s)%s", trainer.train_num, train_from, trainer.test_num, test_from,
+                        cfg.num_classes, trainer.num_workers, trainer.num_workers_reason,
+                        f" | {data_note}" if data_note else "")
     trainer.logger.info("model: %s, %.2fM parameters, input %s%s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
                         "x".join(map(str, cfg.input_size)), model_note, cfg.optim_type, cfg.lr, length)
 

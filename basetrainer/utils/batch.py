@@ -5,8 +5,13 @@ import torch
 def move_to_device(batch, device: torch.device, channels_last: bool = False):
     """Moves every tensor in a tensor/tuple/list/dict batch to ``device`` without blocking.
 
-    4-D tensors become channels_last when asked, so that convolutions take the fast path.
+    4-D tensors become channels_last when asked, so that convolutions take the fast path. An element with a
+    ``finish_on_device(device, channels_last)`` method is replaced by what it returns: a loader's batch that still
+    has work to do on the device, after the copy (uint8 images made float and normalised there, JPEGs decoded on
+    the GPU: :mod:`basetrainer.data.images.on_device`).
     """
+    if hasattr(batch, "finish_on_device"):
+        return batch.finish_on_device(device, channels_last)
     if isinstance(batch, torch.Tensor):
         batch = batch.to(device, non_blocking=True)
         if channels_last and batch.dim() == 4:
@@ -20,6 +25,15 @@ def move_to_device(batch, device: torch.device, channels_last: bool = False):
     if isinstance(batch, dict):
         return type(batch)((k, move_to_device(v, device, channels_last)) for k, v in batch.items())
     return batch
+
+
+def has_device_work(batch) -> bool:
+    """Whether ``batch`` (or an element of it, one level down) has work to finish on the device."""
+    if isinstance(batch, (list, tuple)):
+        return any(hasattr(item, "finish_on_device") for item in batch)
+    if isinstance(batch, dict):
+        return any(hasattr(item, "finish_on_device") for item in batch.values())
+    return hasattr(batch, "finish_on_device")
 
 
 def total_loss(losses) -> torch.Tensor:

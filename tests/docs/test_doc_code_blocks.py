@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from basetrainer import cli, old_paths
+from basetrainer.data.images import photo_digits
 from basetrainer.distributed.replica_groups import GROUP_VARIABLE
 from basetrainer.hpo.classification import trial_config
 from basetrainer.tasks.classification import parse_config
@@ -121,6 +122,10 @@ def check_kill(argv):
     assert any(word.startswith(f"{GROUP_VARIABLE}=") for word in argv), f"finds no process by {GROUP_VARIABLE}"
 
 
+def check_photo_digits(argv):
+    photo_digits.get_parser().parse_args(argv)
+
+
 def check_tensorboard(argv):
     assert argv[:1] == ["--logdir"] and importlib.util.find_spec("tensorboard") is not None
 
@@ -142,6 +147,8 @@ def checker(words):
         return check_pytest, words[3:]
     if words[:3] == ["python", "-m", "sphinx"]:
         return check_sphinx, words[3:]
+    if words[:3] == ["python", "-m", "basetrainer.data.images.photo_digits"]:
+        return check_photo_digits, words[3:]
     for prefix, check in programs.items():
         if tuple(words[:len(prefix)]) == prefix and check is not None:
             return (check_pip, words) if check is check_pip else (check, words[len(prefix):])

@@ -211,8 +211,7 @@ def test_one_epoch_writes_checkpoints_logs_and_config(one_process_run):
 
 
 def test_the_start_up_line_says_how_many_loader_workers_auto_chose_and_why(one_process_run):
-    start_up = re.search(r"\d+ classes \| (\d+) loader workers per process \(auto: (.*)\)$", train_log(one_process_run),
-                         re.MULTILINE)
+    start_up = re.search(r"\d+ classes \| (\d+) loader workers per process \(auto: ([^)]*)\)", train_log(one_process_run))
     assert start_up is not None
     if "on the CPU" in start_up[2]:
         assert start_up[1] == "0" and start_up[2].endswith("workers would compete with them")
