@@ -23,7 +23,7 @@ from torch import nn
 
 from ...checkpoint.weights import check_shapes
 from ...errors import ConfigError
-from ...export.exporter import ExportResult
+from ...export.exporter import ExportResult, largest_output
 from ...export.onnx_tools import onnx_session, require, run_onnx
 from ...utils.log import get_logger
 from .models import get_detector, without_background
@@ -70,7 +70,8 @@ def export_detector(saved, path: str, format: str = "onnx", atol: float = 1e-3) 
                           output_names=list(OUTPUT_NAMES))
         expected = model(image)
     actual = [torch.from_numpy(output) for output in run_onnx(onnx_session(path), [image])]
-    result = ExportResult(path, "onnx", batch_size=1, max_abs_diff=_max_abs_diff(expected, actual), atol=atol)
+    result = ExportResult(path, "onnx", batch_size=1, max_abs_diff=_max_abs_diff(expected, actual), atol=atol,
+                          largest=largest_output(list(expected[:2])))  # boxes and scores
     if not result.passed:
         logger.warning("%s: %s", path, result)
     return result
