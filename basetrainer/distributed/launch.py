@@ -214,16 +214,25 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
         main_func(*args)
         reports.put((time.time(), rank, _FINISHED, "", ""))
     except BaseException as e:  # noqa: B902 - every failure must reach the launcher
-        trace = traceback.format_exc()
-        e = errors.disk_full(e) or e
-        reports.put((time.time(), rank, type(e).__name__, str(e), trace))
-        code = e.exit_code if isinstance(e, BaseTrainerError) else 1
-        if code and os.environ.get(REPLICA_GROUP_VARIABLE) and not isinstance(e, BaseTrainerError):
-            with contextlib.suppress(OSError):  # a full disk under the log file must not hide the report
-                print(trace, file=sys.stderr, flush=True)  # the group's log file: its launcher says one line
+        code = _report_failure(e, rank, reports)
     finally:
         destroy_process_group()
     _exit_now(code)
+
+
+def _report_failure(error, rank, reports) -> int:
+    """Sends a worker's failure to the launcher; the worker's exit code. From here the launcher's stop (SIGINT,
+    sent when another rank failed first) is ignored: arriving while this report is written, it would raise a
+    KeyboardInterrupt out of the worker, and multiprocessing would print its traceback on the console."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    trace = traceback.format_exc()
+    error = errors.disk_full(error) or error
+    reports.put((time.time(), rank, type(error).__name__, str(error), trace))
+    code = error.exit_code if isinstance(error, BaseTrainerError) else 1
+    if code and os.environ.get(REPLICA_GROUP_VARIABLE) and not isinstance(error, BaseTrainerError):
+        with contextlib.suppress(OSError):  # a full disk under the log file must not hide the report
+            print(trace, file=sys.stderr, flush=True)  # the group's log file: its launcher says one line
+    return code
 
 
 _FINISHED = "finished"  # a worker's report that its work is done (not an error)
