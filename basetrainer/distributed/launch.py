@@ -221,9 +221,8 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
 
 
 def _report_failure(error, rank, reports) -> int:
-    """Sends a worker's failure to the launcher; the worker's exit code. From here the launcher's stop (SIGINT,
-    sent when another rank failed first) is ignored: arriving while this report is written, it would raise a
-    KeyboardInterrupt out of the worker, and multiprocessing would print its traceback on the console."""
+    """Sends a worker's failure to the launcher; the worker's exit code. The launcher's stop (SIGINT: another rank
+    failed first) is ignored from here: it would raise out of the report, and multiprocessing print a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     trace = traceback.format_exc()
     error = errors.disk_full(error) or error

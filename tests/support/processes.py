@@ -2,6 +2,7 @@
 the zygote unless the test asks for a new Python), and :func:`popen_python` for the few tests that must
 start several at once or signal the process."""
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -47,7 +48,18 @@ def popen_python(args, env=None, cwd=None, **kwargs):
 
 
 def run_command(args, timeout=240, env=None, cwd=None):
-    """Runs an installed command (``basetrainer ...``, a console script that starts Python) as
-    :func:`run_python` runs Python."""
-    return subprocess.run([*map(str, args)], capture_output=True, text=True, timeout=timeout, env=python_env(env),
+    """Runs an installed command (``basetrainer ...``) as :func:`run_python` runs Python: the console script pip
+    wrote, the file the user's shell runs, given to this environment's Python (in the zygote)."""
+    args = [*map(str, args)]
+    script = shutil.which(args[0])
+    if script and _is_this_pythons_script(script):
+        return run_python([script, *args[1:]], timeout=timeout, env=env, cwd=cwd)
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=python_env(env),
                           cwd=cwd or TESTS)
+
+
+def _is_this_pythons_script(path) -> bool:
+    """Whether ``path`` is a Python script that this Python runs (its ``#!`` line names it)."""
+    with open(path, "rb") as stream:
+        first = stream.readline().decode(errors="replace")
+    return first.startswith("#!") and os.path.realpath(first[2:].strip()) == os.path.realpath(sys.executable)
