@@ -57,7 +57,7 @@ def logged_message_patterns() -> list:
                     and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 continue
             text = node.args[0].value.split("\n")[0]  # a message of several lines is shown by its first
-            pieces = FORMAT_SPEC.split(text)
+            pieces = [piece.replace("%%", "%") for piece in FORMAT_SPEC.split(text)]  # "%.0f%%" writes "45%"
             if sum(char.isalpha() for char in "".join(pieces)) < 3:
                 continue
             specs = FORMAT_SPEC.findall(text)
