@@ -7,7 +7,8 @@
     loaded = model_from_checkpoint("work_dirs/classification/model/last.pth")
     result = export_model(loaded.model, loaded.example_input(), "model.onnx", format="onnx")
     print(result)
-    # onnx check: onnxruntime vs torch on a batch of 2: max abs diff 4.8e-07 (tolerance 1e-04 + 1e-05 x the largest output 3.1): pass
+    # onnx check: onnxruntime vs torch on a batch of 2: max abs diff 4.8e-07
+    #   (tolerance 1e-04 + 1e-05 x the largest output 3.1): pass
 
 or, from the shell, ``basetrainer export work_dirs/classification/model/last.pth --out model.onnx``.
 ``write_weights(checkpoint, "weights.pth")`` (``--out weights.pth``) writes the weights alone, one
