@@ -39,6 +39,7 @@ from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.checkpoint import files as ckpt
 from basetrainer.checkpoint import model_state_dict
+from basetrainer.distributed import signals
 from basetrainer.distributed.launch import launch
 from basetrainer.engine.events import Callback
 from basetrainer.engine.trainer import EngineTrainer
@@ -96,6 +97,9 @@ def send_to_launcher(name, world_size):
     launched = world_size > 1 and "TORCHELASTIC_RUN_ID" not in os.environ
     launcher = multiprocessing.parent_process().pid if launched else os.getpid()
     os.kill(launcher, getattr(signal, name))
+    deadline = time.monotonic() + 30  # as a scheduler's signal, it is here before the next step: the launcher
+    while signals.received() is None and time.monotonic() < deadline:  # forwards it to this worker
+        time.sleep(0.01)
 
 
 class Fault(Callback):
