@@ -59,3 +59,33 @@ def init_dist():
     import torch.distributed as dist
     if int(os.environ.get("WORLD_SIZE", 1)) > 1 and not dist.is_initialized():
         dist.init_process_group("gloo")
+
+
+def watch_peak(folder):
+    """A one-item list that follows the largest size ``folder`` reaches (looked at every 20 ms, in a thread)."""
+    import threading
+    peak = [0]
+
+    def watch():
+        while True:
+            peak[0] = max(peak[0], dir_size(folder)); time.sleep(0.02)
+    threading.Thread(target=watch, daemon=True).start()
+    return peak
+
+
+def read_and_report(loader, remote, local, stop=-1, state_file=None):
+    """Reads ``loader`` (up to batch ``stop``, where rank 0 writes the loader's state to ``state_file``), then
+    prints the RESULT line: the ids read, the seconds, the cache's peak and final size (remote data only)."""
+    peak = watch_peak(local) if remote is not None else [0]
+    ids = []; t = time.perf_counter()
+    for b, (i, x, y) in enumerate(loader):
+        ids += i.tolist()
+        if b + 1 == stop:
+            if int(os.environ.get("RANK", 0)) == 0:
+                json.dump(loader.state_dict(), open(state_file, "w"))
+            break
+    dt = time.perf_counter() - t
+    out(ids=ids, seconds=dt, peak_cache=peak[0], cache_after=dir_size(local) if remote else 0)
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        import torch.distributed
+        torch.distributed.barrier()

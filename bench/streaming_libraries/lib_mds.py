@@ -1,5 +1,5 @@
 """Part of the streaming libraries' comparison (see drive.py)."""
-import json, os, sys, time, threading
+import json, os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import *
 import torch
@@ -37,20 +37,4 @@ ds = make(local, remote, os.environ.get("CMP_CACHE_LIMIT"))
 loader = StreamingDataLoader(ds, batch_size=8, num_workers=workers)
 if mode == "resume":
     loader.load_state_dict(json.load(open(state_file)))
-peak = [0]
-if remote is not None:
-    def watch():
-        while True:
-            peak[0] = max(peak[0], dir_size(local)); time.sleep(0.02)
-    threading.Thread(target=watch, daemon=True).start()
-ids = []; t = time.perf_counter()
-for b, (i, x, y) in enumerate(loader):
-    ids += i.tolist()
-    if b + 1 == stop:
-        if int(os.environ.get("RANK", 0)) == 0:
-            json.dump(loader.state_dict(), open(state_file, "w"))
-        break
-dt = time.perf_counter() - t
-out(ids=ids, seconds=dt, peak_cache=peak[0], cache_after=dir_size(local) if remote else 0)
-if int(os.environ.get("WORLD_SIZE", 1)) > 1:
-    torch.distributed.barrier()
+read_and_report(loader, remote, local, stop, state_file)

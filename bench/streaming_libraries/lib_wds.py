@@ -1,5 +1,5 @@
 """Part of the streaming libraries' comparison (see drive.py)."""
-import json, os, sys, time, threading
+import json, os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import *
 import torch
@@ -28,16 +28,4 @@ ds = (wds.WebDataset(urls, shardshuffle=7, nodesplitter=wds.split_by_node, worke
       .shuffle(100, rng=__import__("random").Random(7))
       .map(lambda s: (int(s["id"]), torch.from_numpy(decode(s["png"])), int(s["cls"]))))
 loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers)
-peak = [0]
-if remote is not None:
-    def watch():
-        while True:
-            peak[0] = max(peak[0], dir_size(local)); time.sleep(0.02)
-    threading.Thread(target=watch, daemon=True).start()
-ids = []; t = time.perf_counter()
-for b, (i, x, y) in enumerate(loader):
-    ids += i.tolist()
-dt = time.perf_counter() - t
-out(ids=ids, seconds=dt, peak_cache=peak[0], cache_after=dir_size(local) if remote else 0)
-if int(os.environ.get("WORLD_SIZE", 1)) > 1:
-    torch.distributed.barrier()
+read_and_report(loader, remote, local)
