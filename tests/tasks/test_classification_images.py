@@ -33,7 +33,8 @@ def test_the_default_decoder_hands_uint8_batches_to_the_copy_and_names_itself(fo
     assert isinstance(images, Uint8Images) and images.pixels.shape == (2, 3, 16, 16)
     assert trainer.to_device((images, None))[0].dtype == torch.float32
     log = (tmp_path / "work" / "log" / "train.log").read_text()
-    assert "| decoder cpu (auto: uint8 in the loader, JPEG decoded at reduced size where the crop allows, float on the device)" in log
+    assert ("| decoder cpu (auto: uint8 in the loader, JPEG decoded at reduced size where the crop allows, "
+            "float on the device)") in log
 
 
 def test_the_pil_decoder_is_torchvisions_reference_recipe(folder, tmp_path):

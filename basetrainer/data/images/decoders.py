@@ -33,7 +33,8 @@ def resolve_decoder(decoder: str, device: torch.device) -> tuple:
     """``(decoder, why)``: the backend ``decoder`` means on ``device`` (``auto``: ``cpu``), and why, for the
     start-up log."""
     if decoder == "auto":
-        return "cpu", "auto: uint8 in the loader, JPEG decoded at reduced size where the crop allows, float on the device"
+        return "cpu", ("auto: uint8 in the loader, JPEG decoded at reduced size where the crop allows, "
+                       "float on the device")
     return decoder, "decoder"
 
 
