@@ -19,9 +19,10 @@ import sys
 import tempfile
 import time
 
+from run_output import CLOSING_LINE  # bench/, the script's folder
+
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", "detection.py")
 EVALUATION_LINE = re.compile(r"mAP ([\d.]+) \| mAP@0.5 ([\d.]+) \| mAP@0.75 ([\d.]+)")
-CLOSING_LINE = re.compile(r"samples/s (\d+) over the whole run .*, (\d+) in steady state")
 
 
 def main(argv=None):

@@ -30,11 +30,11 @@ REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
 sys.path.insert(0, REPO)
 
 from basetrainer.data.images.photo_digits import write_photo_digits  # noqa: E402
+from run_output import CLOSING_LINE  # noqa: E402 - bench/, the script's folder
 
 EXAMPLE = os.path.join(REPO, "examples", "example.py")
 CONFIG = os.path.join(REPO, "configs", "photo_digits.yaml")
 STEP_LINE = re.compile(r"samples/s (\d+) data (\d+)%")
-CLOSING_LINE = re.compile(r"samples/s (\d+) over the whole run .*, (\d+) in steady state")
 
 
 def synthetic_rate(batch_size, steps):

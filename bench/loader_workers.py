@@ -20,9 +20,10 @@ import sys
 import tempfile
 import time
 
+from run_output import CLOSING_LINE  # bench/, the script's folder
+
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", "example.py")
 STEP_LINE = re.compile(r"epoch (\d+)/\d+ iter \S+ .*samples/s (\d+) data (\d+)%")
-CLOSING_LINE = re.compile(r"samples/s (\d+) over the whole run .*, (\d+) in steady state")
 
 
 def run_once(workers, epochs, folder):

@@ -29,8 +29,9 @@ import sys
 import tempfile
 import time
 
+from run_output import CLOSING_LINE  # bench/, the script's folder
+
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", "example.py")
-CLOSING_LINE = re.compile(r"samples/s (\d+) over the whole run .*, (\d+) in steady state")
 THREADS_LINE = re.compile(r"(\d+) threads? per process \(([^)]*)\)")
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 SETTINGS = {
