@@ -16,12 +16,12 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import default_collate
-from torchvision.io import ImageReadMode, decode_jpeg, read_file
+from torchvision.io import ImageReadMode, decode_jpeg
 
 from ...errors import DataError
 from ...utils.log import get_logger
 from .on_device import normalisation
-from .cpu_decode import decode
+from .cpu_decode import Opened, decode
 from .crops import Plan, Recipe, sample_plan
 
 logger = get_logger()
@@ -46,12 +46,11 @@ class ReadForGpu:
         self.recipe = recipe
 
     def __call__(self, path) -> EncodedImage:
-        data = read_file(path)
-        image = Image.open(io.BytesIO(data.numpy()))  # parses the header only
-        plan = sample_plan(self.recipe, *image.size)
-        if image.format == "JPEG" and image.mode in ("RGB", "L") and _END_OF_IMAGE in data[-64:].numpy().tobytes():
-            return EncodedImage(path, data, plan)
-        return EncodedImage(path, None, plan, plan.apply(*decode(image, data, plan)))
+        opened = Opened(path)
+        plan = sample_plan(self.recipe, *opened.size)
+        if opened.plain_jpeg and _END_OF_IMAGE in opened.data[-64:].numpy().tobytes():
+            return EncodedImage(path, opened.data, plan)
+        return EncodedImage(path, None, plan, plan.apply(*decode(opened, plan)))
 
 
 class EncodedImages:
