@@ -20,14 +20,15 @@ crops and flips:
 Training flips half the images left to right with ``hflip``.
 """
 import dataclasses
+import math
 from typing import Optional, Tuple
 
 import torch
-from torchvision.transforms import RandomResizedCrop
 from torchvision.transforms.v2 import functional as F
 
 AUGMENTATIONS = ("resize_crop", "imagenet")
 ASPECT_RATIOS = (3 / 4, 4 / 3)  # RandomResizedCrop's, as in torchvision's ImageNet reference
+_LOG_ASPECT_RATIOS = torch.log(torch.tensor(ASPECT_RATIOS)).tolist()  # float32's, as RandomResizedCrop's
 REDUCTIONS = (8, 4, 2)  # the scales libjpeg-turbo decodes a JPEG at with its fast (SIMD) inverse DCT
 
 
@@ -90,7 +91,7 @@ class Plan:
             image = F.crop(image, top, left, height, width)
         else:
             top, left, height, width = self._scaled_crop(image, original)
-            image = F.resized_crop(image, top, left, height, width, list(self.size), antialias=True)
+            image = F.resize(_pixel_rows(F.crop(image, top, left, height, width)), list(self.size), antialias=True)
         return F.horizontal_flip(image) if self.flip else image
 
     def _scaled_crop(self, image, original):
@@ -104,12 +105,20 @@ class Plan:
                 max(1, min(round(width * scale_x), columns - left)))
 
 
+def _pixel_rows(image: torch.Tensor) -> torch.Tensor:
+    """A uint8 ``(C, H, W)`` crop on the CPU copied to contiguous ``(H, W, C)`` memory (the view keeps its shape):
+    torch's antialiased uint8 resize reads that layout fastest, and a crop of a decoded image is a strided view of
+    it. Other images as they are."""
+    if image.dtype != torch.uint8 or image.device.type != "cpu":
+        return image
+    return image.permute(1, 2, 0).contiguous().permute(2, 0, 1)
+
+
 def sample_plan(recipe: Recipe, width: int, height: int) -> Plan:
     """One image's plan under ``recipe``, for an image of ``width`` x ``height`` pixels (random when training)."""
     out_h, out_w = recipe.size
     if recipe.augmentation == "imagenet" and recipe.train:
-        whole = torch.empty(()).expand(1, height, width)  # the size alone, no pixels
-        top, left, crop_h, crop_w = RandomResizedCrop.get_params(whole, list(recipe.crop_scale), list(ASPECT_RATIOS))
+        top, left, crop_h, crop_w = random_resized_crop(height, width, recipe.crop_scale)
         return Plan(crop=(top, left, crop_h, crop_w), size=recipe.size, flip=_flip(recipe))
     if recipe.augmentation == "imagenet":  # Resize(shorter side), then CenterCrop
         side = recipe.resized_side()
@@ -125,6 +134,29 @@ def sample_plan(recipe: Recipe, width: int, height: int) -> Plan:
     else:  # CenterCrop's rounding
         top, left = int(round((resize[0] - out_h) / 2.0)), int(round((resize[1] - out_w) / 2.0))
     return Plan(crop=(top, left, out_h, out_w), size=recipe.size, resize=resize, flip=_flip(recipe))
+
+
+def random_resized_crop(height: int, width: int, scale) -> Tuple[int, int, int, int]:
+    """``(top, left, height, width)`` of a random crop of ``scale`` (min, max) of the area with an aspect ratio in
+    :data:`ASPECT_RATIOS`: what ``RandomResizedCrop.get_params`` draws, from the same random stream in the same
+    order (the same values, to the bit), with half of its tensor operations; after 10 misses the central crop."""
+    area = height * width
+    for _ in range(10):
+        target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
+        aspect_ratio = torch.empty(1).uniform_(*_LOG_ASPECT_RATIOS).exp_().item()
+        crop_w = int(round(math.sqrt(target_area * aspect_ratio)))
+        crop_h = int(round(math.sqrt(target_area / aspect_ratio)))
+        if 0 < crop_w <= width and 0 < crop_h <= height:
+            top = int(torch.randint(0, height - crop_h + 1, size=(1,)))
+            left = int(torch.randint(0, width - crop_w + 1, size=(1,)))
+            return top, left, crop_h, crop_w
+    ratio = width / height
+    crop_w, crop_h = width, height
+    if ratio < min(ASPECT_RATIOS):
+        crop_h = int(round(width / min(ASPECT_RATIOS)))
+    elif ratio > max(ASPECT_RATIOS):
+        crop_w = int(round(height * max(ASPECT_RATIOS)))
+    return (height - crop_h) // 2, (width - crop_w) // 2, crop_h, crop_w
 
 
 def _flip(recipe) -> bool:

@@ -7,17 +7,19 @@ from torchvision import transforms
 from basetrainer.data.images.crops import Plan, Recipe, sample_plan
 
 SIZES = [(500, 375), (375, 500), (333, 500), (640, 427), (224, 224), (1200, 900)]
+ELONGATED = [(1000, 60), (60, 1000), (3, 2)]  # where 10 draws can all miss and the central crop is taken
 
 
-def test_imagenet_training_crops_are_those_of_random_resized_crop_from_the_same_seed():
-    recipe = Recipe(size=(224, 224), train=True, augmentation="imagenet", hflip=True)
-    reference = transforms.RandomResizedCrop(224)
-    for width, height in SIZES:
+@pytest.mark.parametrize("crop_scale", [(0.08, 1.0), (0.25, 1.0), (0.9, 1.0)])
+def test_imagenet_training_crops_are_those_of_random_resized_crop_from_the_same_seed(crop_scale):
+    recipe = Recipe(size=(224, 224), train=True, augmentation="imagenet", hflip=True, crop_scale=crop_scale)
+    reference = transforms.RandomResizedCrop(224, scale=crop_scale)
+    for width, height in SIZES + ELONGATED:
         torch.manual_seed(width)
-        plans = [sample_plan(recipe, width, height) for _ in range(20)]
+        plans = [sample_plan(recipe, width, height) for _ in range(300)]
         torch.manual_seed(width)
         expected = []
-        for _ in range(20):
+        for _ in range(300):
             box = reference.get_params(torch.empty(1, height, width), reference.scale, reference.ratio)
             expected.append((box, bool(torch.rand(1) < 0.5)))
         assert [(plan.crop, plan.flip) for plan in plans] == expected
