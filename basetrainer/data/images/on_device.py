@@ -56,12 +56,14 @@ def _affine(mean, std, device):
 
 
 class CollateUint8:
-    """A loader's ``collate_fn`` for uint8 images: ``(Uint8Images, targets)``, stacked as torch's default collate
-    stacks them (in shared memory inside a worker)."""
+    """A loader's ``collate_fn`` for uint8 images: ``(Uint8Images, targets)``, stacked by torch's default collate
+    (in shared memory inside a worker) in channels-last memory: the images leave the resize in that layout, so the
+    stacking is a copy of rows rather than a transposition, and the device makes the layout the model wants."""
 
     def __init__(self, mean, std):
         self.mean, self.std = tuple(mean), tuple(std)
 
     def __call__(self, samples):
-        images, targets = default_collate(samples)
-        return Uint8Images(images, self.mean, self.std), targets
+        images, targets = zip(*samples)
+        pixels = default_collate([image.permute(1, 2, 0) for image in images]).permute(0, 3, 1, 2)
+        return Uint8Images(pixels, self.mean, self.std), default_collate(list(targets))

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 from PIL import Image
-from torch.utils.data import default_collate
+from torch.utils.data import DataLoader, default_collate
 
 from basetrainer.data.images.on_device import Uint8Images
 from basetrainer.data.images.decoders import image_folder, resolve_decoder
@@ -70,6 +70,18 @@ def test_the_cpu_decoder_hands_uint8_to_the_copy_and_floats_after_it(photos):
     assert images.dtype == torch.float32 and images.is_contiguous(memory_format=torch.channels_last)
     low, high = (0 - max(MEAN)) / min(STD), (1 - min(MEAN)) / min(STD)
     assert low <= images.min() and images.max() <= high
+
+
+@pytest.mark.slow
+def test_a_loader_worker_stacks_the_same_uint8_batch_in_shared_channels_last_memory(photos):
+    dataset, collate = image_folder(photos, Recipe(size=(40, 48), train=False, augmentation="imagenet"), "cpu",
+                                    MEAN, STD)
+    here, crossed = (next(iter(DataLoader(dataset, batch_size=8, num_workers=workers, collate_fn=collate)))[0]
+                     for workers in (0, 1))
+    assert torch.equal(here.pixels, crossed.pixels) and crossed.pixels.shape == (8, 3, 40, 48)
+    assert crossed.pixels.is_contiguous(memory_format=torch.channels_last)
+    finished = crossed.finish_on_device(CPU)
+    assert finished.is_contiguous() and torch.equal(finished, here.finish_on_device(CPU))
 
 
 @pytest.mark.parametrize("decoder", ["pil", "cpu", "nvjpeg"])
