@@ -12,12 +12,15 @@ folder: 1,437 JPEGs of about 450 x 350 pixels and 98 KB), at ``--size`` with the
 - ``timm``: timm's ``ImageDataset`` and ``create_loader`` with its ImageNet training transforms, colour jitter off
   (the same augmentation as the others; timm's default adds ColorJitter(0.4)), without its CUDA prefetcher;
 - ``pil``, ``cpu``: basetrainer's decoders (``decoder: pil`` is the reference recipe through the task's code;
-  ``decoder: cpu``, the default, hands uint8 to the copy), the normalisation after the copy counted;
+  ``decoder: cpu``, the default, hands uint8 to the copy, and the float conversion and normalisation follow it);
 - ``nvjpeg`` (CUDA only): the files' bytes to the GPU, decoded, cropped and normalised there (synchronised).
 
 For each, the loader's images/s with 0, 1 and 2 workers (the first batch left out: the workers' start), per
 loading process (per worker; with 0 workers the training process itself), and per CPU-second of all its processes
-(what an image costs, the figure that holds on a machine others use), every process with one thread. Each round
+(what an image costs, the figure that holds on a machine others use), every process with one thread: of the
+loader alone (what feeding a GPU costs the CPU: the reference's floats are made in its loader, ``cpu``'s after the
+copy, on the GPU), and with the batches finished on this machine's device (on a CPU-only machine, the CPU's work
+after the copy counted too). Each round
 runs every pipeline and worker count in turn, so that a machine whose load drifts treats them alike; medians,
 min-max. Then ``--train-steps`` steps of ``--net`` at ``--size`` on the CPU (or the GPU there is)
 through each pipeline with 0 workers and the threads basetrainer would choose: images/s of the whole step
@@ -67,22 +70,26 @@ def make_loader(pipeline, root, size, batch_size, workers):
 
 
 def loader_rate(pipeline, root, size, batch_size, workers, device):
-    """``(images/s, images per CPU-second)`` over one epoch of the loader, after its first batch: wall clock, and
-    the CPU time of this process and of the workers together (the cost of an image, whatever else runs on the
-    machine). A batch that is still to finish on the device is finished there (the copy's work belongs to the
-    pipeline)."""
+    """``(images/s, images per CPU-second, images per CPU-second of the loader alone)`` over one epoch of the
+    loader, after its first batch: wall clock, and the CPU time of this process and of the workers together (the
+    cost of an image, whatever else runs on the machine), then without the CPU time spent finishing the batches
+    on the device (the copy, and for ``pil``, ``cpu`` and ``nvjpeg`` the work after it: float and normalisation,
+    or the decode; on a GPU that work is the GPU's, on the CPU it is the training process's)."""
     loader = make_loader(pipeline, root, size, batch_size, workers)
     iterator = iter(loader)
     next(iterator)
-    images, started, cpu = 0, time.perf_counter(), _cpu_seconds()
+    images, finishing, started, cpu = 0, 0.0, time.perf_counter(), _cpu_seconds()
     for batch in iterator:
-        finished = move_to_device(batch, device) if pipeline in ("pil", "cpu", "nvjpeg") else batch
+        begun = time.thread_time()
+        finished = move_to_device(batch, device)
+        finishing += time.thread_time() - begun
         images += len(finished[0])
     if device.type == "cuda":
         torch.cuda.synchronize()
     wall = time.perf_counter() - started
     del iterator  # its workers end (and are counted) here
-    return images / wall, images / (_cpu_seconds() - cpu)
+    spent = _cpu_seconds() - cpu
+    return images / wall, images / spent, images / (spent - finishing)
 
 
 def _cpu_seconds() -> float:
@@ -149,19 +156,20 @@ def main(argv=None):
                 for workers in args.workers:
                     rates[pipeline, workers].append(loader_rate(pipeline, train, args.size, args.batch_size,
                                                                 workers, device))
-        print("\n| pipeline | workers | images/s (min-max) | per loading process | vs reference | images per "
-              "CPU-second | vs reference |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+        print(f"\n| pipeline | workers | images/s (min-max) | per loading process | vs reference | images per "
+              f"CPU-second, the loader alone | vs reference | images per CPU-second, with the work after the copy "
+              f"on the {device.type} | vs reference |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for (pipeline, workers), runs in rates.items():
-            walls, cpus = [run[0] for run in runs], [run[1] for run in runs]
+            walls, cpus, alone = ([run[k] for run in runs] for k in range(3))
             reference = rates.get(("reference", workers))
-            wall_ratio = cpu_ratio = "-"
+            ratios = ["-"] * 3
             if reference:
-                wall_ratio = f"{statistics.median(walls) / statistics.median(r[0] for r in reference):.2f}x"
-                cpu_ratio = f"{statistics.median(cpus) / statistics.median(r[1] for r in reference):.2f}x"
+                ratios = [f"{statistics.median(mine) / statistics.median(r[k] for r in reference):.2f}x"
+                          for k, mine in enumerate((walls, cpus, alone))]
             per_process = statistics.median(walls) / max(1, workers)
-            print(f"| {pipeline} | {workers} | {spread(walls)} | {per_process:.0f} | {wall_ratio} | {spread(cpus)} | "
-                  f"{cpu_ratio} |")
+            print(f"| {pipeline} | {workers} | {spread(walls)} | {per_process:.0f} | {ratios[0]} | {spread(alone)} | "
+                  f"{ratios[2]} | {spread(cpus)} | {ratios[1]} |")
         if args.train_steps:
             threads, why = set_process_threads(CoreUse())
             print(f"\ntraining with {threads} thread(s) ({why})")
