@@ -3,6 +3,7 @@
 - :mod:`.crops`: an image's crop, size and flip, drawn from its pixel size before decoding (the recipes
   ``resize_crop`` and ``imagenet``);
 - :mod:`.reference_recipe`: torchvision's reference recipe (Pillow, ``ToTensor``, ``Normalize``), ``decoder: pil``;
+- :mod:`.jpeg_header`: a JPEG's size and components from its frame header, nothing decoded;
 - :mod:`.cpu_decode`: ``decoder: cpu``, libjpeg-turbo at reduced size and uint8 augmentation in the loader;
 - :mod:`.gpu_decode`: ``decoder: nvjpeg``, the files' bytes to the GPU, decoded and augmented there;
 - :mod:`.on_device`: the batches that finish on the device (float, normalisation, channels-last) after the copy;
