@@ -138,7 +138,7 @@ def sample_plan(recipe: Recipe, width: int, height: int) -> Plan:
 
 def random_resized_crop(height: int, width: int, scale) -> Tuple[int, int, int, int]:
     """``(top, left, height, width)`` of a random crop of ``scale`` (min, max) of the area with an aspect ratio in
-    :data:`ASPECT_RATIOS`: what ``RandomResizedCrop.get_params`` draws, from the same random stream in the same
+    ``ASPECT_RATIOS``: what ``RandomResizedCrop.get_params`` draws, from the same random stream in the same
     order (the same values, to the bit), with half of its tensor operations; after 10 misses the central crop."""
     area = height * width
     for _ in range(10):
