@@ -1,6 +1,6 @@
 """Fixtures every folder shares, and the rule of the two tiers.
 
-``python -m pytest -m "not slow"`` is the fast tier: it starts no process and trains nothing
+``python -m pytest -m "not slow" -n auto`` is the fast tier: it starts no process and trains nothing
 end to end. A test is marked ``slow`` automatically when it lives in ``tests/e2e/`` or uses a
 fixture that runs a job (``SLOW_FIXTURES``); any other test that starts a process, itself or
 in a fixture it sets up, fails with a line saying to mark it (see :func:`pytest_runtest_setup`).
