@@ -37,8 +37,8 @@ class Opened:
         self.data = read_file(path)
         header = jpeg_header(self.data.numpy())
         self.plain_jpeg = header is not None and header.components in (1, 3)
-        self.image = None if self.plain_jpeg else Image.open(io.BytesIO(self.data.numpy()))
-        self.size = (header.width, header.height) if self.plain_jpeg else self.image.size
+        self.image = None
+        self.size = (header.width, header.height) if self.plain_jpeg else self.pillow().size
 
     def pillow(self) -> Image.Image:
         """The file opened by Pillow (its header parsed, nothing decoded yet)."""
@@ -64,15 +64,14 @@ def decode(opened: Opened, plan: Plan):
     """``(pixels, original)``: the ``opened`` file as uint8 ``(3, H, W)``, decoded as small as ``plan`` allows;
     ``original`` is its ``(width, height)`` when it was decoded smaller, else None."""
     size = opened.size
-    if opened.plain_jpeg and plan.reduction(*size) == 1:
+    reduction = plan.reduction(*size)
+    if opened.plain_jpeg and reduction == 1:
         try:
             return decode_jpeg(opened.data, mode=ImageReadMode.RGB), None
         except RuntimeError:
             pass  # Pillow decodes what this stricter reader refuses, or says in its own words why it cannot
     image = opened.pillow()
-    if image.format == "JPEG":
-        reduction = plan.reduction(*size)
-        if reduction > 1:
-            image.draft("RGB", (size[0] // reduction, size[1] // reduction))
+    if image.format == "JPEG" and reduction > 1:
+        image.draft("RGB", (size[0] // reduction, size[1] // reduction))
     pixels = torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1)
     return pixels, (size if image.size != size else None)
