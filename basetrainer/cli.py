@@ -44,15 +44,15 @@ from . import __version__
 from .config.flags import ArgumentParser, add_setting_flags
 from .config.kinds import Integer
 from .config.schema import Schema, Setting
-from .errors import BaseTrainerError, CheckpointError, ConfigError, DataError, exit_with
+from .errors import BaseTrainerError, CheckpointError, ConfigError, DataError
 from .tasks import TASKS, take_task
+from .utils.console import exit_with
 from .utils.file_utils import check_writable_file
 
 # basetrainer.export.FORMATS, spelt out so that `basetrainer --help` does not import torch
 EXPORT_FORMATS = ("onnx", "torchscript", "exported-program")
 WEIGHTS_FORMAT = "pth"  # the weights alone, consolidated: any model, no check
 FORMAT_OF_SUFFIX = {".pth": WEIGHTS_FORMAT, ".ts": "torchscript", ".pt2": "exported-program", ".onnx": "onnx"}
-
 
 PREDICT_SETTINGS = Schema([
     Setting("topk", Integer(minimum=1), 1, "classes per image, most likely first", flag={}),
@@ -75,8 +75,7 @@ TOOLS = {
     "shards": "write data as shards to stream from a folder or object storage (basetrainer shards --help)",
 }
 # The module of each task's parser (TASKS, in basetrainer.tasks, names what ``basetrainer train --task NAME`` runs).
-TASK_PARSERS = {"classification": "basetrainer.tasks.classification_config", "detection": "basetrainer.tasks.detection.config",
-                "text": "basetrainer.tasks.text.config"}
+TASK_PARSERS = {task: f"{module}.config" for task, module in TASKS.items()}
 PREDICT_TASKS = ("classification", "detection")  # the tasks basetrainer predict runs the models of
 TOOL_MODULES = {"lr-find": "basetrainer.tuning.lr_find_command", "batch-find": "basetrainer.tuning.batch_find_command",
                 "study": "basetrainer.study.command", "shards": "basetrainer.tasks.shards"}
@@ -190,7 +189,7 @@ def command_parsers() -> dict:
 
 def predict(args):
     """``basetrainer predict``: one CSV row per image; a BaseTrainerError is one line and its exit code."""
-    from .tasks.predict import predict_images
+    from .tasks.classification.predict import predict_images
 
     try:
         check_writable_file(args.out, "--out")
@@ -250,7 +249,8 @@ def is_pretrained_folder(path) -> bool:
 def export_pretrained(args):
     """``basetrainer export <save_pretrained folder> --out DIR``: the model (an adapter merged into its base
     weights) written to DIR with save_pretrained, and the check line; exits 1 when the logits differ."""
-    from .tasks.text.save import CHECK_TOLERANCE, export_pretrained as merge
+    from .tasks.text.save import CHECK_TOLERANCE
+    from .tasks.text.save import export_pretrained as merge
 
     if args.format is not None:
         exit_with(ConfigError(f"--format {args.format}: {args.checkpoint} is a save_pretrained folder, written as "

@@ -2,12 +2,9 @@
 
 Each one carries a single line that names the problem and the fix. Entry points
 (``launch``, the example, the ``basetrainer`` command) print that line and exit non-zero
-instead of showing a traceback (:func:`exit_with`).
+instead of showing a traceback (:func:`basetrainer.utils.console.exit_with`).
 """
 import errno
-import sys
-
-from .utils import console
 
 
 class BaseTrainerError(Exception):
@@ -98,10 +95,3 @@ def disk_full(error: BaseException):
         error = error.__cause__ or error.__context__
     return None
 
-
-def exit_with(error: BaseTrainerError):
-    """Ends an entry point on ``error``: its one line on the console, stderr (``error: ...``, tagged in a replica
-    group), and its exit code (an error whose code is 0 ends quietly: it said what it had to)."""
-    if error.exit_code:
-        print(f"{console.tag()}error: {one_line(error)}", file=console.stream())
-    sys.exit(error.exit_code)

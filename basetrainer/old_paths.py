@@ -40,6 +40,12 @@ MOVED = {
     "basetrainer.callbacks.progress_bar": "basetrainer.engine.progress",
     "basetrainer.utils.setup_config": "basetrainer.config.legacy",
     "basetrainer.pruning.nni_pruning": "basetrainer.pruning",
+    # The classification task's files, now in one folder as the other tasks' are, and what every task shares.
+    "basetrainer.tasks.classification_config": "basetrainer.tasks.classification.config",
+    "basetrainer.tasks.classification_settings": "basetrainer.tasks.classification.settings",
+    "basetrainer.tasks.predict": "basetrainer.tasks.classification.predict",
+    "basetrainer.tasks.command_line": "basetrainer.tasks.common.command_line",
+    "basetrainer.tasks.startup": "basetrainer.tasks.common.startup",
 }
 
 NAMES = {

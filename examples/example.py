@@ -11,7 +11,7 @@ With the default data folders missing, it writes the handwritten digits (1,797 8
 10 classes, shipped with basetrainer) to data/digits as PNG files in one folder per class,
 so the real ImageFolder loading path runs without a download.
 
-The pipeline lives in basetrainer/tasks/classification.py: ClassificationTrainer fills
+The pipeline lives in basetrainer/tasks/classification/trainer.py: ClassificationTrainer fills
 in EngineTrainer's hooks (loaders, model, loss, optimizer, callbacks) and main() parses
 the config and starts the processes with launch(). The installed command
 ``basetrainer train`` runs the same code. To write a trainer for another task, start

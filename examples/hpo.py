@@ -17,8 +17,9 @@ import argparse
 import os
 import sys
 
-from basetrainer.errors import BaseTrainerError, NonFiniteLossError, exit_with
+from basetrainer.errors import BaseTrainerError, NonFiniteLossError
 from basetrainer.hpo.classification import run_trial, trial_config
+from basetrainer.utils.console import exit_with
 
 try:
     from basetrainer.hpo.optuna import OptunaPruning, optuna

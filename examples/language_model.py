@@ -37,7 +37,8 @@ from basetrainer.config.overrides import overrides_first
 from basetrainer.config.schema import Schema, Setting
 from basetrainer.engine.events import Callback
 from basetrainer.engine.settings import LOOP_SETTINGS
-from basetrainer.errors import BaseTrainerError, ConfigError, exit_with
+from basetrainer.errors import BaseTrainerError, ConfigError
+from basetrainer.utils.console import exit_with
 from basetrainer.utils.log import get_logger, set_logger
 
 # Modules of the standard library whose source is the corpus (about 470 KB on Python 3.11).

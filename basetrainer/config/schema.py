@@ -2,7 +2,7 @@
 
 A :class:`Setting` is one key; a :class:`Schema` is the keys one reader takes (the loop's
 in :mod:`basetrainer.engine.settings`, the classification task's in
-:mod:`basetrainer.tasks.classification_settings`). From a schema come the defaults, the
+:mod:`basetrainer.tasks.classification.settings`). From a schema come the defaults, the
 checks (a value is refused with one line naming the key, the value, where it came from
 and what is allowed), the flags of a command line (:mod:`.flags`) and the configuration
 reference (:mod:`basetrainer.config.reference`)::

@@ -39,21 +39,14 @@ import torch
 import torch.multiprocessing as mp
 
 from .. import errors
-from ..errors import BaseTrainerError, LaunchError, one_line
+from ..errors import BaseTrainerError, LaunchError, disk_full, one_line
+from ..utils.console import exit_with
 from ..utils.log import REPLICA_GROUP_VARIABLE, get_logger
 from . import comm, replica_groups, signals, watchdog
 from .children import die_with_parent, guessed_cause, how_it_ended
-from .process_group import (
-    destroy_process_group,
-    init_process_group,
-    join_store,
-    resolve_dist_url,
-    run_in_adopted_group,
-    run_in_existing_group,
-    started_by_slurm,
-    started_by_torchrun,
-    started_in_a_group,
-)
+from .process_group import (destroy_process_group, init_process_group, join_store, resolve_dist_url,
+                            run_in_adopted_group, run_in_existing_group, started_by_slurm, started_by_torchrun,
+                            started_in_a_group)
 from .threads import choose_threads
 
 logger = get_logger()
@@ -85,12 +78,12 @@ def launch(main_func, num_gpus_per_machine, num_machines=1, machine_rank=0, dist
         return _launch(main_func, int(num_gpus_per_machine), int(num_machines), int(machine_rank), dist_url,
                        distributed, tuple(args), timeout, caller)
     except Exception as e:  # noqa: BLE001 - a full disk, wherever a write found it, is the user's to fix
-        user = e if isinstance(e, BaseTrainerError) else errors.disk_full(e)
+        user = e if isinstance(e, BaseTrainerError) else disk_full(e)
         if user is None:
             raise
         if not _at_top_level_of(caller, "__main__", "__mp_main__"):
             raise user from (None if user is e else e)
-        errors.exit_with(user)
+        exit_with(user)
 
 
 def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_url, distributed, args, timeout,
@@ -225,7 +218,7 @@ def _report_failure(error, rank, reports) -> int:
     failed first) is ignored from here: it would raise out of the report, and multiprocessing print a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     trace = traceback.format_exc()
-    error = errors.disk_full(error) or error
+    error = disk_full(error) or error
     reports.put((time.time(), rank, type(error).__name__, str(error), trace))
     code = error.exit_code if isinstance(error, BaseTrainerError) else 1
     if code and os.environ.get(REPLICA_GROUP_VARIABLE) and not isinstance(error, BaseTrainerError):
@@ -324,7 +317,7 @@ def _check_main_guard(caller):
     """Spawned workers import the main script again: a ``launch`` call at its top level that is
     not under ``if __name__ == "__main__":`` would run once more in every worker."""
     if _at_top_level_of(caller, "__mp_main__"):  # this is such a worker, importing the script
-        errors.exit_with(LaunchError(_UNGUARDED))
+        exit_with(LaunchError(_UNGUARDED))
     if _at_top_level_of(caller, "__main__") and not _under_main_guard(caller):
         raise LaunchError(_UNGUARDED)
 

@@ -26,7 +26,8 @@ Needs ``pip install "basetrainer[nni]"``.
 import os
 import sys
 
-from ..errors import BaseTrainerError, exit_with
+from ..errors import BaseTrainerError
+from ..utils.console import exit_with
 from ..utils.log import set_logger
 from . import import_extra
 from .classification import run_trial, trial_config

@@ -1,6 +1,6 @@
 """The config keys a classifier is built from by name (:func:`~.build_models.get_models`), declared once.
 
-A task's config holds them (:mod:`basetrainer.tasks.classification_settings`), and a model
+A task's config holds them (:mod:`basetrainer.tasks.classification.settings`), and a model
 file's saved config is checked against them before the model is rebuilt from it
 (:mod:`basetrainer.export.from_checkpoint`).
 """

@@ -12,7 +12,8 @@ import argparse
 import sys
 
 from ..config.flags import ArgumentParser, add_setting_flags
-from ..errors import BaseTrainerError, exit_with
+from ..errors import BaseTrainerError
+from ..utils.console import exit_with
 from .plan import STUDY_SETTINGS, StudyPlan
 from .runner import run_study
 

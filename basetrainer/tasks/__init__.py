@@ -5,9 +5,11 @@
 - :mod:`basetrainer.tasks.detection`: object detection on COCO data, ``basetrainer train --task detection``.
 - :mod:`basetrainer.tasks.text`: fine-tuning a pretrained Hugging Face transformer (causal LM or sequence
   classifier, LoRA through peft), ``basetrainer train --task text``.
-- What the tasks share instead of copying it: :mod:`basetrainer.tasks.command_line` (the parser's layout and
-  reading a config from it) and :mod:`basetrainer.tasks.startup` (the run's folders and first log lines, the
-  clean-up of a run refused at start-up, the launch, the command's error handling).
+- :mod:`basetrainer.tasks.common`: what the tasks share instead of copying it (the keys every task reads, the
+  command line's layout, the run's start-up, launch and error handling, a trainer that only predicts).
+- Above every task: :mod:`basetrainer.tasks.shards` (``basetrainer shards``: any task's data written as shards) and
+  :mod:`basetrainer.tasks.reference` (the config files and the configuration reference, written from every task's
+  settings).
 """
 
 # What ``basetrainer train --task NAME`` runs (``lr-find`` and ``batch-find`` take ``--task`` too): each module has

@@ -5,16 +5,17 @@
 
     python -m basetrainer.tasks.reference    # from the repository root: rewrites the four files
 
-The loop's keys come from :mod:`basetrainer.engine.settings`, the classification task's from
-:mod:`.classification_settings`, the detection task's from :mod:`.detection.settings`, the text task's from
-:mod:`.text.settings`; a test checks that the files in the repository are what this writes.
+The loop's keys come from :mod:`basetrainer.engine.settings`, the keys every task shares from
+:mod:`.common.settings`, the classification task's from :mod:`.classification.settings`, the detection task's from
+:mod:`.detection.settings`, the text task's from :mod:`.text.settings`; a test checks that the files in the
+repository are what this writes.
 """
 import os
 
 from ..config.reference import markdown_reference, yaml_reference
 from ..engine.settings import LOOP_SETTINGS
 from ..utils.file_utils import write_text_atomic
-from .classification_settings import CONFIG_YAML_GROUPS, GROUPS, TASK_SETTINGS
+from .classification.settings import CONFIG_YAML_GROUPS, GROUPS, TASK_SETTINGS
 from .detection import settings as detection
 from .text import settings as text
 
@@ -77,14 +78,14 @@ file, the defaults (the same values as here). Unknown keys, values of the wrong 
 values out of range are errors, found before anything starts. These defaults train on the
 bundled handwritten digits on a laptop CPU in about a minute (about 98% test accuracy).
 Written by `python -m basetrainer.tasks.reference` from basetrainer/engine/settings.py and
-basetrainer/tasks/classification_settings.py: change a key there, not here.
+basetrainer/tasks/classification/settings.py: change a key there, not here.
 """
 
 CONFIGURATION_MD_INTRO = """# Configuration reference
 
 Every config key basetrainer reads, with its default, what it accepts and its unit. This
 page is written by `python -m basetrainer.tasks.reference` from the declarations
-(`basetrainer/engine/settings.py`, `basetrainer/tasks/classification_settings.py`), as are
+(`basetrainer/engine/settings.py`, `basetrainer/tasks/classification/settings.py`), as are
 `configs/config.yaml` and `basetrainer train --help`; a test keeps them in step.
 
 A run's settings come from, highest first:

@@ -20,7 +20,8 @@ import sys
 from ..config.flags import ArgumentParser
 from ..data.streaming.location import parse_size
 from ..data.streaming.writer import DEFAULT_SHARD_BYTES, coco_record, image_folder_records, write_shards
-from ..errors import BaseTrainerError, ConfigError, exit_with
+from ..errors import BaseTrainerError, ConfigError
+from ..utils.console import exit_with
 
 
 def get_parser(prog=None):

@@ -4,7 +4,7 @@ folder the tool writes to. The task is classification, or with ``--task text`` t
 (:mod:`basetrainer.tasks.text`).
 
 The task's config is parsed and checked by the task itself
-(:func:`~basetrainer.tasks.classification_config.parse_config`);
+(:func:`~basetrainer.tasks.classification.config.parse_config`);
 the tool's flags come off the command line first, so that a tool flag is never taken for a config key. The tool
 writes to ``<work_dir>/<tool>/``: its results, and the trainer's ``config.yaml`` and ``log/train.log``. A tool
 that fails removes that folder when it made it, so a refused run leaves nothing behind.
@@ -19,11 +19,12 @@ from typing import Callable, Tuple
 from ..config.flags import ArgumentParser, add_setting_flags
 from ..distributed import comm
 from ..distributed.launch import launch
-from ..errors import BaseTrainerError, ConfigError, exit_with
+from ..errors import BaseTrainerError, ConfigError
 from ..tasks import take_task
 from ..tasks.classification import ClassificationTrainer, prepare_data
-from ..tasks.classification_config import get_parser as task_parser
-from ..tasks.classification_config import parse_config
+from ..tasks.classification.config import get_parser as task_parser
+from ..tasks.classification.config import parse_config
+from ..utils.console import exit_with
 from ..utils.log import set_logger
 
 TOOL_TASKS = ("classification", "text")

@@ -11,6 +11,8 @@ import os
 import sys
 import traceback
 
+from ..errors import BaseTrainerError, one_line
+
 #: The group's number, which the supervisor of replica groups sets in each group's processes.
 REPLICA_GROUP_VARIABLE = "BASETRAINER_REPLICA_GROUP"
 
@@ -27,6 +29,14 @@ def tag() -> str:
     a space), else ""."""
     group = os.environ.get(REPLICA_GROUP_VARIABLE, "")
     return f"[replica group {group}] " if group else ""
+
+
+def exit_with(error: BaseTrainerError):
+    """Ends an entry point on ``error``: its one line on the console (``error: ...``, tagged in a replica group),
+    and its exit code (an error whose code is 0 ends quietly: it said what it had to)."""
+    if error.exit_code:
+        print(f"{tag()}error: {one_line(error)}", file=stream())
+    sys.exit(error.exit_code)
 
 
 def keep_apart(path: str) -> None:

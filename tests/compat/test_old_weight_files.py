@@ -13,8 +13,8 @@ from basetrainer.cli import main as cli
 from basetrainer.export import model_from_checkpoint
 from basetrainer.models.build_models import get_models
 from basetrainer.tasks.classification import ClassificationTrainer, build_transform
-from basetrainer.tasks.classification_config import parse_config
-from basetrainer.tasks.predict import predict_images
+from basetrainer.tasks.classification.config import parse_config
+from basetrainer.tasks.classification.predict import predict_images
 from support.compare import same_weights
 from support.images import write_class_images
 

@@ -21,7 +21,7 @@ from basetrainer.config import (
 )
 from basetrainer.config import legacy as setup_config  # what the old path basetrainer.utils.setup_config is
 from basetrainer.errors import ConfigError
-from basetrainer.tasks.classification_config import parse_config as task_config
+from basetrainer.tasks.classification.config import parse_config as task_config
 from basetrainer.utils.file_utils import copy_file_to_dir
 
 

@@ -25,8 +25,8 @@ from basetrainer.errors import ConfigError, LaunchError
 from basetrainer.optimizer.build_optimizer import get_optimizer
 from basetrainer.scheduler.build_scheduler import get_scheduler
 from basetrainer.tasks.classification import build_transform
-from basetrainer.tasks.classification_config import get_parser, parse_config
-from basetrainer.tasks.classification_settings import TASK_SETTINGS
+from basetrainer.tasks.classification.config import get_parser, parse_config
+from basetrainer.tasks.classification.settings import TASK_SETTINGS
 
 # 1,000 cases take 15-20 s: in the slow tier, beside the entry points' fuzz, so that the fast tier stays under 2 minutes
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ import pytest
 
 from basetrainer.config.overrides import overrides_first
 from basetrainer.errors import ConfigError
-from basetrainer.tasks.classification_config import parse_config
+from basetrainer.tasks.classification.config import parse_config
 
 
 def test_an_override_after_a_list_flag_is_an_override():

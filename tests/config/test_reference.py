@@ -13,8 +13,8 @@ from basetrainer.engine.settings import LOOP_SETTINGS
 from basetrainer.fault_tolerance import FaultTolerance
 from basetrainer.parallel.communication import Communication
 from basetrainer.tasks import reference
-from basetrainer.tasks.classification_config import get_parser, parse_config
-from basetrainer.tasks.classification_settings import CONFIG_YAML_GROUPS, TASK_SETTINGS
+from basetrainer.tasks.classification.config import get_parser, parse_config
+from basetrainer.tasks.classification.settings import CONFIG_YAML_GROUPS, TASK_SETTINGS
 from support import REPO
 
 CPU = torch.device("cpu")

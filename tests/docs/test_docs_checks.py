@@ -106,7 +106,7 @@ def argparse_directive(func, prog, module="basetrainer.cli"):
 
 def test_a_reference_that_leaves_out_flags_of_the_command_s_help_is_a_warning(tmp_path):
     """The task's own parser lacks the flags the train command takes itself: --task, --ray, --ray_max_failures."""
-    page = "# CLI\n\n" + argparse_directive("get_parser", "basetrainer train", "basetrainer.tasks.classification_config")
+    page = "# CLI\n\n" + argparse_directive("get_parser", "basetrainer train", "basetrainer.tasks.classification.config")
     warned = build(tmp_path, cli=page)
     assert "the reference of 'basetrainer train' leaves out --ray, --ray_max_failures, --task" in warned
 

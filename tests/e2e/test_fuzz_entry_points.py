@@ -23,7 +23,7 @@ from basetrainer.engine.settings import LOOP_SETTINGS
 from basetrainer.engine.trainer import EngineTrainer
 from basetrainer.errors import BaseTrainerError
 from basetrainer.tasks import classification
-from basetrainer.tasks.classification_settings import TASK_SETTINGS
+from basetrainer.tasks.classification.settings import TASK_SETTINGS
 from support.hostile import Payload
 
 RUNS = settings(max_examples=30, deadline=None, derandomize=True, database=None,

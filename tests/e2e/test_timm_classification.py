@@ -8,7 +8,7 @@ import torch
 
 from basetrainer.config import load_config
 from basetrainer.tasks import classification
-from basetrainer.tasks.predict import predict_images
+from basetrainer.tasks.classification.predict import predict_images
 from support.images import write_class_images
 
 CLASSES = ("blue", "green", "red")

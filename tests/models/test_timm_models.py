@@ -20,7 +20,7 @@ from basetrainer.models import get_models
 from basetrainer.models.timm_models import check_prunable
 from basetrainer.parallel import FSDPStrategy, Strategy
 from basetrainer.pruning import model_pruning
-from basetrainer.tasks.classification_config import parse_config, unset_data_defaults
+from basetrainer.tasks.classification.config import parse_config, unset_data_defaults
 
 NUM_CLASSES = 3
 CNN, VIT = "timm/resnet10t", "timm/test_vit"  # timm's smallest: 4 BasicBlocks; 0.3M parameters in 3 Blocks

@@ -13,7 +13,7 @@ from basetrainer.parallel import strategy_of
 from basetrainer.parallel.communication import Communication
 from basetrainer.parallel.local_sgd import LocalSGD
 from basetrainer.parallel.powersgd import PowerSGD
-from basetrainer.tasks.classification_config import parse_config
+from basetrainer.tasks.classification.config import parse_config
 from support.toy import ToyTrainer, toy_cfg
 
 CPU = torch.device("cpu")

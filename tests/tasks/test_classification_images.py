@@ -9,7 +9,7 @@ import torch
 
 from basetrainer.data.images.on_device import Uint8Images
 from basetrainer.errors import ConfigError
-from basetrainer.tasks import classification as task
+from basetrainer.tasks.classification import trainer as task
 from support.images import write_class_images
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -3,7 +3,7 @@
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command line, the YAML
 file of ``-c``, and the defaults declared in :mod:`basetrainer.tasks.detection.settings`
 (``configs/detection.yaml`` is made from them). Every value is checked against its declaration, as in
-the classification task (:mod:`basetrainer.tasks.classification_config`): one line naming the key, the
+the classification task (:mod:`basetrainer.tasks.classification.config`): one line naming the key, the
 value and where it came from.
 """
 import torch
@@ -11,7 +11,7 @@ import torch
 from ...engine.options import LoopOptions
 from ...errors import ConfigError
 from ...scheduler.build_scheduler import schedule_name
-from ..command_line import parse_task_config, task_parser
+from ..common.command_line import parse_task_config, task_parser
 from .settings import DEFAULT_NUM_EPOCHS, GROUPS, TASK_SETTINGS
 
 

@@ -17,9 +17,10 @@ import os
 
 from ...checkpoint.weights import load_weights
 from ...config import load_config
-from ...errors import BaseTrainerError, CheckpointError, DataError, exit_with
+from ...errors import BaseTrainerError, CheckpointError, DataError
+from ...utils.console import exit_with
 from ...utils.file_utils import check_writable_file
-from ..predict import Predictor
+from ..common.predictor import Predictor
 from .coco import CocoDetection, collate_detection
 from .models import get_detector
 from .results import write_coco_results

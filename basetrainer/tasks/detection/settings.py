@@ -4,9 +4,8 @@ command line (:mod:`basetrainer.tasks.detection.config`) and its part of ``docs/
 ``configs/detection.yaml`` (:mod:`basetrainer.tasks.reference`) are made from these."""
 from ...config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
 from ...config.schema import Schema, Setting
-from ..classification_settings import GROUPS as CLASSIFICATION_GROUPS
-from ..classification_settings import TASK_ONLY as CLASSIFICATION_ONLY
-from ..classification_settings import task_loop_settings
+from ..common.settings import COMMON_SETTINGS, task_loop_settings
+from ..common.settings import GROUPS as COMMON_GROUPS
 from .models import TINY, detector_name
 
 DATA_ROOT = "data/digit_scenes"
@@ -15,7 +14,7 @@ DEFAULT_TEST_IMAGES, DEFAULT_TEST_ANNOTATIONS = f"{DATA_ROOT}/val/images", f"{DA
 DEFAULT_NUM_EPOCHS = 12
 DEFAULTS = {"train_annotations": DEFAULT_TRAIN_ANNOTATIONS, "test_annotations": DEFAULT_TEST_ANNOTATIONS}
 
-GROUPS = {group: title for group, title in CLASSIFICATION_GROUPS.items() if group != "pruning"}
+GROUPS = {group: title for group, title in COMMON_GROUPS.items() if group != "pruning"}
 CONFIG_YAML_GROUPS = {group: title for group, title in GROUPS.items() if group not in ("command line", "run")}
 
 # The classification task's keys that mean the same here: how to optimise, run and checkpoint.
@@ -74,7 +73,7 @@ TASK_SETTINGS = (
                        "text log, history, TensorBoard events, predictions.json")
     .replace("clip_grad_norm", default=10.0, help="clip the gradients' total norm to this (0: no clipping); a "
                                                    "detector's early losses spike without it")
-    + Schema([CLASSIFICATION_ONLY[name] for name in SHARED])
+    + Schema([COMMON_SETTINGS[name] for name in SHARED])
     .replace("batch_size", default=16)
     .replace("lr", default=0.01)
     .replace("weight_decay", default=0.0001)

@@ -30,7 +30,7 @@ from ...errors import ConfigError, DataError
 from ...loggers import build_loggers, check_loggers
 from ...optimizer.build_optimizer import get_optimizer
 from ...scheduler.build_scheduler import get_scheduler
-from ..startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
+from ..common.startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
 from .coco import CocoDetection, ShardSample, collate_detection
 from .config import check_task_config, parse_config
 from .mean_ap import MeanAPRecorder

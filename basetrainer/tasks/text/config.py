@@ -11,7 +11,7 @@ import torch
 from ...engine.options import LoopOptions
 from ...errors import ConfigError
 from ...scheduler.build_scheduler import schedule_name
-from ..command_line import parse_task_config, task_parser
+from ..common.command_line import parse_task_config, task_parser
 from .settings import DEFAULT_NUM_EPOCHS, GROUPS, TASK_SETTINGS
 
 

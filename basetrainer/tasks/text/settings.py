@@ -4,9 +4,8 @@ Its command line (:mod:`~basetrainer.tasks.text.config`), its part of ``docs/ref
 (:mod:`basetrainer.tasks.reference`) are made from these."""
 from ...config.kinds import Boolean, Choice, Fields, Integer, ListOf, Number, Text
 from ...config.schema import Schema, Setting
-from ..classification_settings import GROUPS as CLASSIFICATION_GROUPS
-from ..classification_settings import TASK_ONLY as CLASSIFICATION_ONLY
-from ..classification_settings import task_loop_settings
+from ..common.settings import COMMON_SETTINGS, task_loop_settings
+from ..common.settings import GROUPS as COMMON_GROUPS
 from .encoding import FORMATS
 from .pretrained import DTYPES
 
@@ -14,7 +13,7 @@ DEFAULT_MODEL = "data/text/tiny-llama"  # written on first use: a tiny Llama-lik
 DEFAULT_NUM_EPOCHS = 3
 TASK_TYPES = ("causal_lm", "sequence_classification")
 
-GROUPS = {group: title for group, title in CLASSIFICATION_GROUPS.items() if group != "pruning"}
+GROUPS = {group: title for group, title in COMMON_GROUPS.items() if group != "pruning"}
 GROUPS = {**GROUPS, "model": "model and LoRA", "callbacks": "evaluation and other callbacks"}
 CONFIG_YAML_GROUPS = {group: title for group, title in GROUPS.items() if group not in ("command line", "run")}
 
@@ -103,7 +102,7 @@ TEXT_ONLY = Schema([
 TASK_SETTINGS = (
     task_loop_settings(DEFAULT_NUM_EPOCHS, "work_dirs/text",
                        "text log, history, TensorBoard events, generated completions")
-    + Schema([CLASSIFICATION_ONLY[name] for name in SHARED])
+    + Schema([COMMON_SETTINGS[name] for name in SHARED])
     .replace("batch_size", default=8, unit="sequences", help="sequences per batch and per process")
     .replace("optim_type", default="AdamW")
     .replace("lr", default=2e-4)

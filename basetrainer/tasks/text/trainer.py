@@ -31,7 +31,7 @@ from ...optimizer.build_optimizer import get_optimizer
 from ...parallel.activation_checkpointing import named_blocks
 from ...parallel.base import unwrap_model
 from ...scheduler.build_scheduler import get_scheduler
-from ..startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
+from ..common.startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
 from . import data
 from .config import check_task_config, parse_config
 from .encoding import Collator

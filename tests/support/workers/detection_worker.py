@@ -13,9 +13,10 @@ import torch
 
 from basetrainer.checkpoint import model_state_dict
 from basetrainer.engine.events import Callback
-from basetrainer.errors import BaseTrainerError, exit_with
+from basetrainer.errors import BaseTrainerError
 from basetrainer.tasks.detection.config import parse_config
 from basetrainer.tasks.detection.trainer import DetectionTrainer
+from basetrainer.utils.console import exit_with
 
 
 class SignalAt(Callback):

@@ -13,10 +13,11 @@ import torch
 
 from basetrainer.checkpoint import model_state_dict
 from basetrainer.engine.events import Callback
-from basetrainer.errors import BaseTrainerError, exit_with
+from basetrainer.errors import BaseTrainerError
 from basetrainer.parallel import unwrap_model
 from basetrainer.tasks.text.config import parse_config
 from basetrainer.tasks.text.trainer import TextTrainer
+from basetrainer.utils.console import exit_with
 
 
 class KillAt(Callback):

@@ -1,22 +1,18 @@
-"""Every config key of the classification task, declared once: the loop's keys (with the task's defaults),
-the model's and the task's own. Its command line (:mod:`.classification_config`), ``configs/config.yaml`` and
-``docs/reference/configuration.md`` (:mod:`basetrainer.tasks.reference`) are made from these."""
-from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
-from ..config.schema import Schema, Setting
-from ..criterion.criterion import loss_name
-from ..data.streaming.settings import SHARDS_SETTING
-from ..distributed.process_group import check_dist_url
-from ..engine.settings import LOOP_SETTINGS
-from ..metric.metric_specs import MetricList
-from ..models.settings import MODEL_SETTINGS
-from ..optimizer.build_optimizer import optimizer_name
-from ..pruning.pruner import prune_mode_name
-from ..scheduler.build_scheduler import schedule_name
+"""What every task's settings share, declared once: the sections of ``--help`` and of the references, the
+loop's keys as a task sets them, and the keys every task reads the same way (the config file, batches and loader
+workers, the optimizer and schedule, processes and machines, loggers, checkpoints, early stopping and EMA).
 
-DEFAULT_TRAIN_DATA = "data/digits/train"
-DEFAULT_TEST_DATA = "data/digits/val"
-DEFAULT_NUM_EPOCHS = 12
-MAX_IMAGE_SIDE = 8192  # pixels an image is resized to, at most: beyond it one image takes gigabytes
+A task's settings (:mod:`basetrainer.tasks.classification.settings`, :mod:`basetrainer.tasks.detection.settings`,
+:mod:`basetrainer.tasks.text.settings`) take the ones it reads from :data:`COMMON_SETTINGS`, with its own defaults
+and help where they differ.
+"""
+from ...config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
+from ...config.schema import Schema, Setting
+from ...data.streaming.settings import SHARDS_SETTING
+from ...distributed.process_group import check_dist_url
+from ...engine.settings import LOOP_SETTINGS
+from ...optimizer.build_optimizer import optimizer_name
+from ...scheduler.build_scheduler import schedule_name
 
 # The sections of --help and of the references, in order, and their titles. config.yaml leaves out the
 # file it would name and what a run writes itself.
@@ -54,39 +50,11 @@ def _auto_or_number(text: str):
         return text
 
 
-TASK_ONLY = Schema([
+COMMON_SETTINGS = Schema([
     Setting("config_file", _PATH, None, "YAML config file (configs/config.yaml documents every key)",
             nullable=True, group="command line", flag={"names": ("-c", "--config_file")}),
     # ---------------------------------------------------------------- data
-    Setting("train_data", _PATH, DEFAULT_TRAIN_DATA,
-            "training ImageFolder, one sub-folder of images per class (the digits are written there when this "
-            "default is missing), or shards of one (see shards)", group="data", flag={}),
-    Setting("test_data", Text(), DEFAULT_TEST_DATA, "evaluation ImageFolder with the same class folders, or shards "
-            "of one (\"\": none)", nullable=True, group="data", flag={}),
     SHARDS_SETTING,
-    Setting("crop_ratio", Number(0, 1, above=True), 0.875,
-            "images are resized to input_size / crop_ratio, then cropped to input_size (at random for training, "
-            "in the centre for testing)", group="data"),
-    Setting("augmentation", Choice("resize_crop", "imagenet"), "resize_crop",
-            "resize_crop: resize to input_size / crop_ratio, then crop input_size (at random for training, in the "
-            "centre for testing); imagenet: torchvision's ImageNet recipe, a random area (crop_scale) and aspect "
-            "ratio (3/4 to 4/3) resized to input_size for training, the shorter side resized to max(input_size) / "
-            "crop_ratio and the centre cropped for testing", group="data"),
-    Setting("crop_scale", ListOf(Number(0, 1, above=True), length=2), [0.08, 1.0],
-            "augmentation imagenet: the training crop's area, smallest and largest, as a fraction of the image's",
-            group="data"),
-    Setting("hflip", Boolean(), False, "random horizontal flips for training", group="data"),
-    Setting("decoder", Choice("auto", "cpu", "pil", "nvjpeg"), "auto",
-            "how images are decoded and augmented: cpu (libjpeg-turbo at reduced size where the crop allows, uint8 "
-            "in the loader, float and normalisation on the device after the copy), pil (torchvision's reference: "
-            "Pillow, ToTensor and Normalize in the loader), nvjpeg (JPEGs decoded, cropped and flipped on the GPU, "
-            "in batches; needs CUDA); auto: cpu", group="data"),
-    Setting("rgb_mean", ListOf(Number(0, 1), length=3), None,
-            "normalisation per channel: (pixel / 255 - rgb_mean) / rgb_std (null: a timm model's own, else "
-            "[0.5, 0.5, 0.5])", nullable=True, group="data"),
-    Setting("rgb_std", ListOf(Number(0, 10, above=True), length=3), None,
-            "normalisation per channel (ImageNet's: [0.229, 0.224, 0.225]; null: a timm model's own, else "
-            "[0.5, 0.5, 0.5])", nullable=True, group="data"),
     Setting("batch_size", Integer(minimum=1), 64, "images per batch and per process", unit="images", group="data",
             flag={}),
     Setting("num_workers", OneOf(Choice("auto"), Integer(minimum=0, maximum=256)), "auto",
@@ -102,8 +70,6 @@ TASK_ONLY = Schema([
             flag={}),
     Setting("momentum", Number(0, 1), 0.9, "SGD and RMSprop momentum", group="optimisation", flag={}),
     Setting("weight_decay", Number(0), 0.0005, "L2 weight decay", group="optimisation", flag={}),
-    Setting("loss_type", Named(loss_name, "CELoss, LabelSmoothing, FocalLoss, BCEWithLogitsLoss, L1Loss, MSELoss or "
-                                          "SmoothL1Loss"), "CELoss", "the loss", group="optimisation", flag={}),
     Setting("scheduler", Named(schedule_name, "multi-step, cosine, exp, poly, one-cycle or constant"), "cosine",
             "the lr schedule", group="optimisation", flag={}),
     Setting("milestones", OneOf(Choice("auto"), ListOf(Integer(minimum=0))), "auto",
@@ -132,8 +98,6 @@ TASK_ONLY = Schema([
     Setting("wandb_mode", Choice("online", "offline", "disabled"), None, "W&B's mode (null: what W&B does, "
             "WANDB_MODE or online)", nullable=True, group="runtime"),
     # ---------------------------------------------------------------- checkpoints
-    Setting("finetune", _PATH, None, "start from the weights in this file (layers of another shape stay fresh)",
-            nullable=True, group="checkpoints", flag={}),
     Setting("strict", Boolean(), False, "finetune: refuse any layer that is missing or of another shape",
             group="checkpoints"),
     Setting("save_best_k", Integer(minimum=0), 1,
@@ -150,29 +114,13 @@ TASK_ONLY = Schema([
             group="checkpoints"),
     Setting("checkpoint_every_n_minutes", Number(0, 1e9), 0.0, "also write model/last.pth every n minutes (0: off)",
             unit="minutes", group="checkpoints"),
-    # ---------------------------------------------------------------- pruning
-    Setting("use_prune", Boolean(), False, "remove channels before training, then fine-tune the smaller model",
-            group="pruning", flag={}),
-    Setting("prune_sparsity", Number(0, 1, above=True, below=True), 0.3, "fraction of each layer's channels removed",
-            group="pruning", flag={}),
-    Setting("prune_mod", Named(prune_mode_name, "L1, L2, FPGM, Slim or Level"), "L1",
-            "how channels are ranked: L1, L2, FPGM, Slim (BatchNorm scale), Level (weights only)", group="pruning",
-            flag={}),
-    Setting("prune_bn_l1", Number(0), 0.0, "network slimming: add prune_bn_l1 x sum|BatchNorm scale| to the loss "
-            "(0: off)", group="pruning"),
     # ---------------------------------------------------------------- other callbacks
-    Setting("metrics", MetricList(), [],
-            "torchmetrics metrics of every evaluation, e.g. [MulticlassAccuracy, {MulticlassF1Score: {average: "
-            "macro}}, MulticlassAUROC]; num_classes is filled in; published under the class name "
-            "(test/MulticlassF1Score for target), in the log, the history and the trackers (needs pip install "
-            "\"basetrainer[metrics]\")", group="callbacks"),
     Setting("early_stopping_patience", Integer(minimum=0), 0,
             "stop after this many evaluations without a better monitored value (0: off)", unit="evaluations",
             group="callbacks"),
     Setting("ema_decay", Number(0, 1, below=True), 0.0,
             "evaluate and export an exponential moving average of the weights, e.g. 0.999 (0: off)",
-            group="callbacks"),
-])
+            group="callbacks"),])
 
 
 def task_loop_settings(default_num_epochs: int, work_dir: str, log_holds: str) -> Schema:
@@ -189,12 +137,3 @@ def task_loop_settings(default_num_epochs: int, work_dir: str, log_holds: str) -
         .replace("work_dir", default=work_dir, nullable=False,
                  help=f"outputs: config.yaml, model/ (checkpoints), log/ ({log_holds})")
     )
-
-
-# The loop's keys as the task sets them (its own defaults where a run of the example needs them), the keys
-# the model is built from, and the task's own.
-TASK_SETTINGS = (
-    task_loop_settings(DEFAULT_NUM_EPOCHS, "work_dirs/classification", "text log, history, TensorBoard events")
-    + MODEL_SETTINGS
-    + TASK_ONLY
-)

@@ -7,14 +7,15 @@ its own: its trainer class, where its data comes from, how its config is parsed 
 import os
 import shutil
 
-from .. import __version__
-from ..config import save_config
-from ..data.loaders import resolve_num_workers
-from ..distributed import comm
-from ..distributed.launch import launch
-from ..errors import BaseTrainerError, disk_full, exit_with
-from ..utils.file_utils import create_dir
-from ..utils.log import set_logger
+from ... import __version__
+from ...config import save_config
+from ...data.loaders import resolve_num_workers
+from ...distributed import comm
+from ...distributed.launch import launch
+from ...errors import BaseTrainerError, disk_full
+from ...utils.console import exit_with
+from ...utils.file_utils import create_dir
+from ...utils.log import set_logger
 
 
 def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_note="", data_line=None, model_line=None):

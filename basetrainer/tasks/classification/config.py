@@ -1,7 +1,7 @@
 """The classification task's command line and config: parsed, and checked before any work starts.
 
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command
-line, the YAML file of ``-c``, and the defaults declared in :mod:`.classification_settings`
+line, the YAML file of ``-c``, and the defaults declared in :mod:`.settings`
 (``configs/config.yaml`` is made from them and documents every key). Every value, wherever
 it came from, is checked against its declaration, and the keys against each other; an
 unknown key, a value of the wrong type or out of range is a one-line ConfigError naming
@@ -9,19 +9,12 @@ the key, the value, where it came from and what is allowed.
 """
 import torch
 
-from ..engine.options import LoopOptions
-from ..errors import ConfigError
-from ..models.build_models import check_model_options, data_defaults
-from ..scheduler.build_scheduler import schedule_name
-from .classification_settings import (
-    DEFAULT_NUM_EPOCHS,
-    DEFAULT_TEST_DATA,
-    DEFAULT_TRAIN_DATA,
-    GROUPS,
-    MAX_IMAGE_SIDE,
-    TASK_SETTINGS,
-)
-from .command_line import parse_task_config, task_parser
+from ...engine.options import LoopOptions
+from ...errors import ConfigError
+from ...models.build_models import check_model_options, data_defaults
+from ...scheduler.build_scheduler import schedule_name
+from ..common.command_line import parse_task_config, task_parser
+from .settings import DEFAULT_NUM_EPOCHS, DEFAULT_TEST_DATA, DEFAULT_TRAIN_DATA, GROUPS, MAX_IMAGE_SIDE, TASK_SETTINGS
 
 __all__ = ["DEFAULT_NUM_EPOCHS", "DEFAULT_TEST_DATA", "DEFAULT_TRAIN_DATA", "TRANSFORM_KEYS", "check_task_config",
            "check_transform", "get_parser", "parse_config", "unset_data_defaults"]

@@ -1,6 +1,6 @@
 """What every task's command line shares: the parser's layout and the way a config is read from it.
 
-A task's ``get_parser`` and ``parse_config`` (:mod:`basetrainer.tasks.classification_config`,
+A task's ``get_parser`` and ``parse_config`` (:mod:`basetrainer.tasks.classification.config`,
 :mod:`basetrainer.tasks.detection.config`) name only what is the task's own: its settings, its help
 text and examples, its default length and its checks. Settings come from, highest first: ``key=value``
 overrides, flags typed on the command line, the YAML file of ``-c``, and the declared defaults.
@@ -8,10 +8,10 @@ overrides, flags typed on the command line, the YAML file of ``-c``, and the dec
 import argparse
 import sys
 
-from ..config import add_override_arguments
-from ..config.command_line import merged_config
-from ..config.flags import ArgumentParser, add_setting_flags
-from ..config.overrides import overrides_first
+from ...config import add_override_arguments
+from ...config.command_line import merged_config
+from ...config.flags import ArgumentParser, add_setting_flags
+from ...config.overrides import overrides_first
 
 
 class TaskHelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

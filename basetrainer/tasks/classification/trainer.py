@@ -27,29 +27,29 @@ import os
 
 import torch
 
-from ..callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
-from ..checkpoint import files as checkpoint_files
-from ..checkpoint.weights import load_weights
-from ..criterion.criterion import get_criterion
-from ..data import check_same_classes, write_digits_imagefolder
-from ..data.images.crops import Recipe
-from ..data.images.decoders import image_folder, resolve_decoder
-from ..data.images.photo_digits import write_photo_digits
-from ..data.images.reference_recipe import reference_transform
-from ..data.streaming import is_shard_location, open_shards
-from ..data.streaming.settings import shard_options
-from ..engine.trainer import EngineTrainer
-from ..errors import ConfigError
-from ..loggers import build_loggers, check_loggers
-from ..metric.accuracy_recorder import AccuracyRecorder
-from ..metric.metrics_recorder import MetricsRecorder
-from ..models.build_models import check_input_size, get_models
-from ..models.timm_models import check_prunable, is_timm_name
-from ..optimizer.build_optimizer import get_optimizer
-from ..pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
-from ..scheduler.build_scheduler import get_scheduler
-from .classification_config import check_task_config, get_parser, parse_config, unset_data_defaults
-from .startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
+from ...callbacks import EMA, EarlyStopping, LogHistory, LossesRecorder, ModelCheckpoint, MultiLossesRecorder
+from ...checkpoint import files as checkpoint_files
+from ...checkpoint.weights import load_weights
+from ...criterion.criterion import get_criterion
+from ...data import check_same_classes, write_digits_imagefolder
+from ...data.images.crops import Recipe
+from ...data.images.decoders import image_folder, resolve_decoder
+from ...data.images.photo_digits import write_photo_digits
+from ...data.images.reference_recipe import reference_transform
+from ...data.streaming import is_shard_location, open_shards
+from ...data.streaming.settings import shard_options
+from ...engine.trainer import EngineTrainer
+from ...errors import ConfigError
+from ...loggers import build_loggers, check_loggers
+from ...metric.accuracy_recorder import AccuracyRecorder
+from ...metric.metrics_recorder import MetricsRecorder
+from ...models.build_models import check_input_size, get_models
+from ...models.timm_models import check_prunable, is_timm_name
+from ...optimizer.build_optimizer import get_optimizer
+from ...pruning import apply_architecture_spec, bn_l1_penalty, model_pruning
+from ...scheduler.build_scheduler import get_scheduler
+from ..common.startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
+from .config import check_task_config, get_parser, parse_config, unset_data_defaults
 
 __all__ = ["ClassificationTrainer", "build_transform", "get_parser", "parse_config", "prepare_data", "run", "train", "main"]
 

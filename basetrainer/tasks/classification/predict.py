@@ -19,15 +19,15 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from ..config import Config
-from ..data.folder import image_error_reason
-from ..engine.trainer import EngineTrainer
-from ..errors import CheckpointError, ConfigError, DataError
-from ..export import model_from_checkpoint
-from ..utils.file_utils import atomic_write
-from .classification import build_transform
-from .classification_config import TRANSFORM_KEYS, check_transform, unset_data_defaults
-from .classification_settings import TASK_SETTINGS
+from ...config import Config
+from ...data.folder import image_error_reason
+from ...errors import CheckpointError, ConfigError, DataError
+from ...export import model_from_checkpoint
+from ...utils.file_utils import atomic_write
+from ..common.predictor import Predictor
+from .config import TRANSFORM_KEYS, check_transform, unset_data_defaults
+from .settings import TASK_SETTINGS
+from .trainer import build_transform
 
 
 class ImageFiles(Dataset):
@@ -48,33 +48,6 @@ class ImageFiles(Dataset):
             raise DataError(f"--data: cannot read image {path} ({image_error_reason(error)}); fix or remove the "
                             f"file") from None
         return self.transform(image), index
-
-
-class Predictor(EngineTrainer):
-    """A trainer with a model and nothing to train: ``predict`` runs the model on this process's device."""
-
-    def __init__(self, model, gpu_id=None):
-        self._given_model = model
-        super().__init__({"gpu_id": gpu_id, "progress": False})
-        self.build(self.cfg)
-
-    def build_train_loader(self, cfg):
-        return None
-
-    def build_test_loader(self, cfg):
-        return None
-
-    def build_model(self, cfg):
-        return self.build_model_parallel(self._given_model)
-
-    def build_criterion(self, cfg):
-        return None
-
-    def build_optimizer(self, cfg):
-        return None
-
-    def build_callbacks(self, cfg):
-        return []
 
 
 def _transform_config(saved: dict, checkpoint) -> Config:
