@@ -99,7 +99,7 @@ class DetectionTrainer(EngineTrainer):
                              loggers=build_loggers(cfg.loggers, self.log_dir, cfg, indicators=indicators),
                              artifacts=[os.path.join(self.model_dir, "model_final.pth")])
         return [
-            MeanAPRecorder(self.classes, logger=self.logger) if self.test_loader is not None else None,
+            self.build_mean_ap() if self.test_loader is not None else None,
             LossesRecorder(indicator="loss"),
             MultiLossesRecorder(indicators=losses),
             get_scheduler(cfg.scheduler, optimizer=self.optimizer, lr_init=cfg.lr, num_epochs=cfg.num_epochs,
@@ -112,6 +112,14 @@ class DetectionTrainer(EngineTrainer):
                             save_best_k=cfg.save_best_k, every_n_iters=cfg.checkpoint_every_n_iters,
                             every_n_minutes=cfg.checkpoint_every_n_minutes),
         ]
+
+    def build_mean_ap(self):
+        """The test mAP's recorder: COCOeval against the test annotation file, or against the boxes of COCO shards,
+        which hold no file."""
+        dataset = self.test_loader.dataset
+        annotations = dataset.annotations if isinstance(dataset, CocoDetection) else None
+        return MeanAPRecorder(self.classes, category_ids=dataset.category_ids, annotations=annotations,
+                              logger=self.logger)
 
     def run_step(self, inputs):
         """Train mode: ``(None, the model's dict of losses)``; eval mode: ``(its predictions, None)``."""
