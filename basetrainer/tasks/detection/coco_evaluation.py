@@ -6,11 +6,14 @@ truth as a pycocotools ``COCO`` (the annotation file itself, or the boxes of the
     truth = ground_truth_file("val/instances.json")
     values = evaluate(truth, results, image_ids)   # {"map": ..., "map_50": ..., ..., "AP": {category_id: ap}}
 
-The values are ``COCOeval.stats``, the twelve numbers its ``summarize`` prints, under torchmetrics' names for
-them (``STATS``), and each category's AP as detectron2 reads it from the precision table (IoU 0.5 to 0.95, every
-area, 100 boxes). COCOeval says -1 where there is nothing to measure (no box of the test set in that size range);
-a category with no box in the evaluated images has no AP. Evaluating the results file the run writes with
-pycocotools gives the same numbers, as the detection tests check.
+The values are the six average precisions of ``COCOeval.stats`` (the first six numbers its ``summarize`` prints:
+IoU 0.5 to 0.95, 0.5, 0.75, then small, medium and large boxes; detectron2 reports the same six), under
+torchmetrics' names for them (``STATS``), and each category's AP as detectron2 reads it from the precision table
+(IoU 0.5 to 0.95, every area, 100 boxes). COCOeval says -1 where there is nothing to measure (no box of the test set
+in that size range); a category with no box in the evaluated images has no AP. COCOeval's own IoU and recall
+thresholds are used (torchmetrics' are float32 linspaces, 0.6000000238 for 0.6, so a box of IoU 0.6 that COCO
+counts at 0.6 it does not): evaluating the results file the run writes with pycocotools gives the same numbers, as
+the detection tests check.
 """
 import contextlib
 import importlib.util
@@ -18,9 +21,8 @@ import io
 
 from ...errors import ConfigError
 
-# COCOeval.stats in its order, under the names the detection task publishes (torchmetrics' names for them).
-STATS = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large",
-         "mar_1", "mar_10", "mar_100", "mar_small", "mar_medium", "mar_large")
+# The average precisions of COCOeval.stats, in its order, under the names the detection task publishes.
+STATS = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large")
 
 
 def require_pycocotools() -> None:
@@ -68,7 +70,7 @@ def evaluate(ground_truth, results, image_ids) -> dict:
         evaluation.evaluate()
         evaluation.accumulate()
         evaluation.summarize()
-    values = {name: float(value) for name, value in zip(STATS, evaluation.stats)}
+    values = {name: float(value) for name, value in zip(STATS, evaluation.stats)}  # the recalls left out
     precision = evaluation.eval["precision"][:, :, :, 0, -1]  # IoU x recall x category; every area, 100 boxes
     values["AP"] = {}
     for index, category_id in enumerate(evaluation.params.catIds):
