@@ -18,9 +18,10 @@ from support.processes import run_python
 
 WORKER = pathlib.Path(__file__).resolve().parent.parent / "support" / "workers" / "detection_worker.py"
 LOSSES = ("loss", "classification", "bbox_regression", "bbox_ctrness")
-# 32 steps of 4 images (2 per process) at a constant lr of 0.05: mAP about 0.05 on the 8 test canvases, a model whose
-# right boxes rank among wrong ones, where an evaluation that differs from COCO's shows.
-TRAINED = ("--num_epochs", "8", "--batch_size", "2", "--lr", "0.05", "scheduler=constant", "num_warn_up=0",
+# 32 steps of 4 images (2 per process) at a constant lr of 0.02: mAP about 0.05 on the 8 test canvases, right boxes
+# ranked among wrong ones, where an evaluation that is not COCO's shows (torchmetrics' float32 IoU and recall
+# thresholds gave an mAP@0.5 2.8e-4 lower on this run's predictions).
+TRAINED = ("--num_epochs", "8", "--batch_size", "2", "--lr", "0.02", "scheduler=constant", "num_warn_up=0",
            "checkpoint_every_n_iters=0")
 
 
@@ -89,7 +90,7 @@ def cocoeval(annotations, results) -> list:
 def test_the_logged_map_of_a_trained_model_is_cocoevals_of_the_runs_predictions_file(two_processes, scenes):
     logged = history(two_processes)[-1]["test"]
     coco = cocoeval(scenes / "val" / "instances.json", two_processes / "log" / "predictions.json")
-    assert [logged[name] for name in STATS] == pytest.approx(coco, abs=1e-6)
+    assert [logged[name] for name in STATS] == pytest.approx(coco[:6], abs=1e-6)  # its six average precisions
     assert logged["map"] > 0.02 and logged["map_50"] > 0.05  # trained: right boxes, ranked among wrong ones
 
 
