@@ -11,7 +11,7 @@ PER_CLASS = "AP"  # logs["test"]["AP"][class name]: the class's AP, published as
 
 class MeanAPRecorder(Callback):
     """Publishes the test set's COCO average precisions as pycocotools' ``COCOeval`` computes them, values from 0
-    to 1: the six of its summary under the names of :data:`~.coco_evaluation.STATS` (``logs["test"]["map"]``, IoU
+    to 1: the six of its summary under the names of ``coco_evaluation.STATS`` (``logs["test"]["map"]``, IoU
     0.5 to 0.95; ``"map_50"``, ``"map_75"``, ``"map_small"``, ``"map_medium"``, ``"map_large"``, -1 where the test
     set has no box of that size), and each class's AP as ``logs["test"]["AP"][name]`` (``"AP/<name>"`` to a
     ``target``, ``ModelCheckpoint`` or the history); the main process logs mAP, mAP@0.5, mAP@0.75 and the
