@@ -21,10 +21,11 @@ class MeanAPRecorder(Callback):
     ``inputs[1]``, the targets (``{"boxes", "labels", "image_id"}``, boxes x1 y1 x2 y2), and keeps each image's
     boxes as the COCO results the run's ``predictions.json`` holds (:func:`~.results.image_results`; label ``i``
     is the category ``category_ids[i - 1]``, called ``class_names[i - 1]``). At ``on_test_end`` every rank's are
-    gathered, an image met twice (a sampler's padding) counts once, and the main process evaluates them once
-    against the ground truth: the COCO annotation file ``annotations`` (its crowd regions and areas included, as
-    COCO's published figures count them), or without one the targets' boxes. The values go to every rank, so that
-    all choose the same best model and stop together. A class with no box in the test set has no AP.
+    gathered on the main process (an image met twice, by a sampler's padding or by two ranks of one data-parallel
+    replica, counts once), which evaluates them once against the ground truth: the COCO annotation file
+    ``annotations`` (its crowd regions and areas included, as COCO's published figures count them), or without
+    one the targets' boxes. The values go to every rank, so that all choose the same best model and stop
+    together. A class with no box in the test set has no AP.
     """
 
     priority = HIGH
@@ -56,8 +57,9 @@ class MeanAPRecorder(Callback):
         if reduce is None or (self.state is not None and self.state.evaluation_abandoned):
             return
         images, self.images = self.images, []
-        if reduce:
-            images = [image for rank in comm.all_gather(images, data_parallel=True) for image in rank]
+        if reduce:  # to the main process alone, as detectron2 gathers: the others wait for the values
+            gathered = comm.gather_to_main(images)
+            images = [image for rank in gathered for image in rank] if gathered is not None else []
         values = comm.broadcast_object(self.compute(images) if comm.is_main_process() else None)
         if values is None:
             return
