@@ -32,6 +32,7 @@ from ...optimizer.build_optimizer import get_optimizer
 from ...scheduler.build_scheduler import get_scheduler
 from ..startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
 from .coco import CocoDetection, ShardSample, collate_detection
+from .coco_evaluation import require_pycocotools
 from .config import check_task_config, parse_config
 from .mean_ap import MeanAPRecorder
 from .models import get_detector, loss_names, without_background
@@ -183,6 +184,8 @@ def train(cfg):
     """Checks ``cfg`` and that its loggers can start, prepares the data and runs :func:`run` in as many processes
     as ``cfg`` asks for."""
     check_task_config(cfg)
+    if cfg.test_images:
+        require_pycocotools()  # the test mAP's, before the data is generated and the processes start
     if starts_rank_0(cfg):  # the loggers write from rank 0 only
         check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)

@@ -8,7 +8,9 @@ import torch
 
 from basetrainer.errors import ConfigError
 from basetrainer.tasks.detection.coco_evaluation import STATS
+from basetrainer.tasks.detection.config import parse_config
 from basetrainer.tasks.detection.mean_ap import MeanAPRecorder, result_line
+from basetrainer.tasks.detection.trainer import train
 
 CLASSES = ["cat", "dog"]
 
@@ -141,6 +143,18 @@ def test_without_pycocotools_the_recorder_names_the_pip_command(monkeypatch):
     with pytest.raises(ConfigError, match=r"^the detection task's mAP needs pycocotools, which is missing; "
                                           r'pip install "basetrainer\[detection\]"$'):
         MeanAPRecorder(CLASSES)
+
+
+def test_without_pycocotools_training_with_a_test_set_is_refused_before_any_work(monkeypatch, tmp_path):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "pycocotools" else find_spec(name, *args))
+    cfg = parse_config([*(f"--{phase}_{kind}={tmp_path / phase}{suffix}" for phase in ("train", "test")
+                          for kind, suffix in (("images", ""), ("annotations", ".json"))),
+                        "--work_dir", str(tmp_path / "work")])
+    with pytest.raises(ConfigError, match=r'needs pycocotools, which is missing; pip install "basetrainer\[detection\]"'):
+        train(cfg)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_recorder_names_what_it_publishes_for_targets_and_best_models():
