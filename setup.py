@@ -29,8 +29,8 @@ EXTRAS = {
     "hpo": ["optuna>=3.0"],  # basetrainer.hpo.optuna, examples/hpo.py (NNI's trial API: the nni extra)
     # torchmetrics metrics by name (metrics: [...], MetricsRecorder).
     "metrics": ["torchmetrics>=1.4"],
-    # The detection task: COCO mean average precision (torchmetrics' MeanAveragePrecision on pycocotools).
-    "detection": ["torchmetrics>=1.4", "pycocotools>=2.0.7"],
+    # The detection task: COCO mean average precision (pycocotools' COCOeval).
+    "detection": ["pycocotools>=2.0.7"],
     "timm": ["timm>=1.0"],  # net_type: timm/<name>
     # The text task (basetrainer train --task text): pretrained transformers, their tokenizers, datasets, LoRA.
     "hf": HF,

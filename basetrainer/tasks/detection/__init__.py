@@ -4,7 +4,8 @@
   list collate), :mod:`~basetrainer.tasks.detection.transforms` (``torchvision.transforms.v2``: the boxes
   move with the images);
 - modelling: :mod:`~basetrainer.tasks.detection.models` (detectors by name);
-- evaluation: :mod:`.mean_ap` (COCO mAP over every rank's predictions), :mod:`.results` (COCO results files);
+- evaluation: :mod:`.mean_ap` (COCO mAP over every rank's predictions), :mod:`.coco_evaluation` (pycocotools'
+  COCOeval on a results list), :mod:`.results` (COCO results files);
 - the pipeline: :mod:`~basetrainer.tasks.detection.settings` and :mod:`~basetrainer.tasks.detection.config`
   (its config keys and command line), :mod:`.trainer` (``DetectionTrainer`` and
   ``basetrainer train --task detection``).

@@ -45,6 +45,7 @@ class CocoDetection(Dataset):
         if not os.path.isdir(self.root):
             raise DataError(f"{name}: no such folder {self.root}; point it at the folder of the images that "
                             f"{annotations} names")
+        self.annotations = os.fspath(annotations)  # the file itself: the test mAP's ground truth
         coco = read_instances(annotations, name)
         order = sorted(category["id"] for category in coco["categories"])
         label_of = {category_id: label for label, category_id in enumerate(order, start=1)}

@@ -32,6 +32,7 @@ from ...optimizer.build_optimizer import get_optimizer
 from ...scheduler.build_scheduler import get_scheduler
 from ..common.startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
 from .coco import CocoDetection, ShardSample, collate_detection
+from .coco_evaluation import require_pycocotools
 from .config import check_task_config, parse_config
 from .mean_ap import MeanAPRecorder
 from .models import get_detector, loss_names, without_background
@@ -99,7 +100,7 @@ class DetectionTrainer(EngineTrainer):
                              loggers=build_loggers(cfg.loggers, self.log_dir, cfg, indicators=indicators),
                              artifacts=[os.path.join(self.model_dir, "model_final.pth")])
         return [
-            MeanAPRecorder(self.classes, logger=self.logger) if self.test_loader is not None else None,
+            self.build_mean_ap() if self.test_loader is not None else None,
             LossesRecorder(indicator="loss"),
             MultiLossesRecorder(indicators=losses),
             get_scheduler(cfg.scheduler, optimizer=self.optimizer, lr_init=cfg.lr, num_epochs=cfg.num_epochs,
@@ -112,6 +113,14 @@ class DetectionTrainer(EngineTrainer):
                             save_best_k=cfg.save_best_k, every_n_iters=cfg.checkpoint_every_n_iters,
                             every_n_minutes=cfg.checkpoint_every_n_minutes),
         ]
+
+    def build_mean_ap(self):
+        """The test mAP's recorder: COCOeval against the test annotation file, or against the boxes of COCO shards,
+        which hold no file."""
+        dataset = self.test_loader.dataset
+        annotations = dataset.annotations if isinstance(dataset, CocoDetection) else None
+        return MeanAPRecorder(self.classes, category_ids=dataset.category_ids, annotations=annotations,
+                              logger=self.logger)
 
     def run_step(self, inputs):
         """Train mode: ``(None, the model's dict of losses)``; eval mode: ``(its predictions, None)``."""
@@ -175,6 +184,8 @@ def train(cfg):
     """Checks ``cfg`` and that its loggers can start, prepares the data and runs :func:`run` in as many processes
     as ``cfg`` asks for."""
     check_task_config(cfg)
+    if cfg.test_images:
+        require_pycocotools()  # the test mAP's, before the data is generated and the processes start
     if starts_rank_0(cfg):  # the loggers write from rank 0 only
         check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)

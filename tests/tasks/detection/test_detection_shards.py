@@ -1,5 +1,6 @@
 """The detection task on COCO shards: the same samples (pixels, boxes, labels, ids) as from the COCO folder they
-were written from, the same categories, and a clear line when the annotations setting names something else."""
+were written from, the same categories, the same test mAP against the shards' boxes as against the annotation
+file, and a clear line when the annotations setting names something else."""
 import os
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 from basetrainer.data.streaming import ShardDataset, image_folder_records, write_shards
 from basetrainer.errors import ConfigError
 from basetrainer.tasks.detection.config import parse_config
+from basetrainer.tasks.detection.mean_ap import MeanAPRecorder
 from basetrainer.tasks.detection.scenes import write_digit_scenes
 from basetrainer.tasks.detection.trainer import coco_data
 from basetrainer.tasks.shards import coco_records
@@ -41,6 +43,30 @@ def test_coco_shards_give_the_samples_of_the_folder_they_were_written_from(scene
         (image, target), (expected_image, expected) = streamed[index], folder[index]
         assert torch.equal(image, expected_image) and torch.equal(target["boxes"], expected["boxes"])
         assert torch.equal(target["labels"], expected["labels"]) and target["image_id"] == expected["image_id"]
+
+
+def guesses(target):
+    """Each box of ``target`` moved 1 pixel right (score 0.9 down), then again under the next label (score 0.3 down)."""
+    count = len(target["labels"])
+    moved = target["boxes"] + torch.tensor([1.0, 0.0, 1.0, 0.0])
+    return {"boxes": torch.cat([moved, moved]), "labels": torch.cat([target["labels"], target["labels"] % 10 + 1]),
+            "scores": torch.cat([0.9 - 0.1 * torch.arange(count), 0.3 - 0.01 * torch.arange(count)])}
+
+
+def test_the_test_map_against_the_shards_boxes_is_the_map_against_the_annotation_file(scenes_and_shards):
+    scenes, shards = scenes_and_shards
+    folder = coco_data(_config("--test_images", f"{scenes}/val/images", "--test_annotations",
+                               f"{scenes}/val/instances.json"), "test")
+    streamed = coco_data(_config("--test_images", shards / "val", "--test_annotations", shards / "val"), "test")
+    published = []
+    for dataset, annotations in ((folder, folder.annotations), (streamed, None)):  # as DetectionTrainer builds it
+        recorder, logs = MeanAPRecorder(dataset.categories, dataset.category_ids, annotations), {}
+        targets = [dataset[index][1] for index in range(len(dataset))]
+        recorder.on_test_begin(logs)
+        recorder.on_test_summary((None, targets), [guesses(target) for target in targets], None, 0, 0, logs)
+        recorder.on_test_end(logs)
+        published.append(logs["test"])
+    assert published[0] == published[1] and 0.0 < published[0]["map"] < 1.0
 
 
 def test_annotations_left_at_their_default_are_read_from_the_shards(scenes_and_shards):
