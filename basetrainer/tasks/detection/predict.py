@@ -61,6 +61,9 @@ def predict_coco(checkpoint, images, annotations, out, batch_size=16, gpu_id=Non
 def get_parser(prog=None):
     parser = argparse.ArgumentParser(prog=prog, description="Write a trained detector's boxes on the images of a "
                                                             "COCO annotation file as a COCO results file.")
+    parser.add_argument("--task", choices=("detection",), default="detection",
+                        help="a detector's boxes (without --task, basetrainer predict runs a classifier, with flags "
+                             "of its own: basetrainer predict --help)")
     parser.add_argument("--checkpoint", required=True, help="a model file of a detection run: model_final.pth, "
                                                             "best_model_*.pth or last.pth")
     parser.add_argument("--images", required=True, help="the folder the file_name of each image is relative to")
