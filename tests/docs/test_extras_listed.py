@@ -1,10 +1,10 @@
 """The installing guide's table of extras, and the quick start's list of them, name every extra the package
-declares (setup.py's extras_require, read back from the installed package's metadata): ``all`` is "every extra
+declares (setup.py's extras_require, read from its source): ``all`` is "every extra
 above" only while no extra is missing."""
-import importlib.metadata
 import re
 
 from support import REPO
+from support.docs import declared_extras_and_requirements
 
 GUIDES = REPO / "docs" / "guides"
 NOT_FOR_USERS = {"docs", "test"}  # the site's build and the test suite: the table says so, the quick start does not
@@ -12,7 +12,7 @@ LEGACY = {"plots"}  # empty, kept for old install commands: the table says so
 
 
 def declared_extras() -> set:
-    return set(importlib.metadata.metadata("basetrainer").get_all("Provides-Extra"))
+    return declared_extras_and_requirements()[0]
 
 
 def test_the_installing_guides_table_names_every_extra_the_package_declares():
