@@ -5,15 +5,14 @@
     basetrainer --version
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
-    # on a Ray cluster (RAY_ADDRESS):
-    basetrainer train -c configs/config.yaml --ray 4 --ray_max_failures 3
+    basetrainer train -c configs/config.yaml --ray 4 --ray_max_failures 3   # on a Ray cluster
     basetrainer train --task detection --num_epochs 8   # a detector on COCO data (the digit scenes)
     basetrainer predict --task detection --checkpoint M --images D --annotations A --out results.json
     basetrainer lr-find --train_data D/train          # the lr range test: prints a suggested lr=
     basetrainer batch-find --train_data D/train --gpu_id 0   # the largest batch that fits
     basetrainer lr-find --task text lora.r=8            # the text task's (--help: its flags)
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
-    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ --out p.csv
+    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data D --out p.csv
     # fine-tune a pretrained transformer (a local folder or a hub name) with LoRA:
     basetrainer train --task text lora.r=8
     basetrainer export work_dirs/text/model/model_final --out merged/   # the adapter merged
@@ -161,7 +160,8 @@ def train_parser(task="classification"):
 
 def tool_parser(name, task="classification"):
     """What ``basetrainer NAME [--task TASK] --help`` prints for a tool that takes ``--task`` (lr-find, batch-find)."""
-    return importlib.import_module(TOOL_MODULES[name]).COMMAND.get_parser(f"basetrainer {name}", task=task)
+    prog = f"basetrainer {name}" + ("" if task == "classification" else f" --task {task}")
+    return importlib.import_module(TOOL_MODULES[name]).COMMAND.get_parser(prog, task=task)
 
 
 # The parsers of the commands with a --task, called without arguments by the reference's sphinx-argparse directives.

@@ -77,6 +77,7 @@ class ToolCommand:
         task, argv = take_task(sys.argv[1:] if argv is None else list(argv))
         if task not in TOOL_TASKS:
             raise ConfigError(f"--task {task!r}: the tools take {' or '.join(TOOL_TASKS)}")
+        prog = f"{prog} --task {task}" if prog and task != "classification" else prog  # as train's help says it
         cfg, options = parse_tool_command(argv, prog, self.description, self.settings, self.title,
                                           self.examples, task=task)
         return task, cfg, self.check(options, "from the command line")

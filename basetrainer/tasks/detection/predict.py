@@ -46,7 +46,8 @@ def predict_coco(checkpoint, images, annotations, out, batch_size=16, gpu_id=Non
     """Writes the detector's boxes on every image that ``annotations`` lists (in ``images``) to ``out``;
     returns the number of boxes."""
     cfg = run_config(checkpoint)
-    dataset = CocoDetection(images, annotations, transform=build_transform(cfg, train=False), name="--annotations")
+    dataset = CocoDetection(images, annotations, transform=build_transform(cfg, train=False), name="--annotations",
+                            images_name="--images")
     if dataset.num_classes != cfg["num_classes"]:
         raise DataError(f"--annotations: {annotations} has {dataset.num_classes} categories, the model "
                         f"{cfg['num_classes']}; give the annotation file of the data it was trained on")
