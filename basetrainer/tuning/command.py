@@ -99,7 +99,8 @@ def tool_parser(prog, description: str, settings, title: str, examples=(), task=
     parser.description = description
     add_setting_flags(parser, settings, {settings_group(settings): title})
     precedence = parser.epilog.partition("\nexamples:\n")[0]
-    examples = [example for example in examples if ("--task text" in example) == (task == "text")]
+    examples = [example.replace("--task text ", "" if prog and prog.endswith("--task text") else "--task text ")
+                for example in examples if ("--task text" in example) == (task == "text")]
     parser.epilog = "\n".join([precedence, "", "examples:", *(f"  %(prog)s {example}" for example in examples)])
     return parser
 

@@ -23,7 +23,7 @@ DESCRIPTION = ("The learning-rate range test (Smith; fastai's and Lightning's lr
                "lr=<suggestion> last.")
 EXAMPLES = ("--input_size 8 8 --num_steps 50    # the bundled digits",
             "--train_data D/train --net_type resnet18 optim_type=AdamW --max_lr 1",
-            "--task text lora.r=8 --num_steps 30    # the bundled instructions and tiny model")
+            "--task text lora.r=8 --num_steps 30    # the bundled texts and tiny model")
 TITLE = "the range test"
 
 
