@@ -5,19 +5,14 @@
     basetrainer --version
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     basetrainer train --help
-    # on a Ray cluster (RAY_ADDRESS):
-    basetrainer train -c configs/config.yaml --ray 4 --ray_max_failures 3
-    # an object detector on COCO data (the digit scenes):
-    basetrainer train --task detection --num_epochs 8
+    basetrainer train -c configs/config.yaml --ray 4 --ray_max_failures 3   # on a Ray cluster
+    basetrainer train --task detection --num_epochs 8   # a detector on COCO data (the digit scenes)
     basetrainer predict --task detection --checkpoint M --images D --annotations A --out results.json
     basetrainer lr-find --train_data D/train          # the lr range test: prints a suggested lr=
-    # the largest batch that fits, samples/s per size:
-    basetrainer batch-find --train_data D/train --gpu_id 0
+    basetrainer batch-find --train_data D/train --gpu_id 0   # the largest batch that fits
+    basetrainer lr-find --task text lora.r=8            # the text task's (--help: its flags)
     basetrainer export work_dirs/classification/model/last.pth --format onnx --out model.onnx
-    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data photos/ \\
-        --out p.csv
-    basetrainer export work_dirs/classification/model/last --out weights.pth
-    basetrainer export work_dirs/detection/model/model_final.pth --out detector.onnx
+    basetrainer predict --checkpoint work_dirs/classification/model/model_final.pth --data D --out p.csv
     # fine-tune a pretrained transformer (a local folder or a hub name) with LoRA:
     basetrainer train --task text lora.r=8
     basetrainer export work_dirs/text/model/model_final --out merged/   # the adapter merged
@@ -39,6 +34,7 @@ import argparse
 import importlib
 import os
 import sys
+from functools import partial
 
 from . import __version__
 from .config.flags import ArgumentParser, add_setting_flags
@@ -77,6 +73,7 @@ TOOLS = {
 # The module of each task's parser (TASKS, in basetrainer.tasks, names what ``basetrainer train --task NAME`` runs).
 TASK_PARSERS = {task: f"{module}.config" for task, module in TASKS.items()}
 PREDICT_TASKS = ("classification", "detection")  # the tasks basetrainer predict runs the models of
+TASK_TOOLS = ("lr-find", "batch-find")  # the tools that take --task (classification or text)
 TOOL_MODULES = {"lr-find": "basetrainer.tuning.lr_find_command", "batch-find": "basetrainer.tuning.batch_find_command",
                 "study": "basetrainer.study.command", "shards": "basetrainer.tasks.shards"}
 
@@ -160,14 +157,16 @@ def train_parser(task="classification"):
     return parser
 
 
-def train_detection_parser():
-    """``basetrainer train --task detection --help``'s parser (for the reference, which calls it without arguments)."""
-    return train_parser("detection")
+def tool_parser(name, task="classification"):
+    """What ``basetrainer NAME [--task TASK] --help`` prints for a tool that takes ``--task`` (lr-find, batch-find)."""
+    prog = f"basetrainer {name}" + ("" if task == "classification" else f" --task {task}")
+    return importlib.import_module(TOOL_MODULES[name]).COMMAND.get_parser(prog, task=task)
 
 
-def train_text_parser():
-    """``basetrainer train --task text --help``'s parser (for the reference, which calls it without arguments)."""
-    return train_parser("text")
+# The parsers of the commands with a --task, called without arguments by the reference's sphinx-argparse directives.
+train_detection_parser, train_text_parser = partial(train_parser, "detection"), partial(train_parser, "text")
+lr_find_text_parser, batch_find_text_parser = partial(tool_parser, "lr-find", "text"), partial(tool_parser,
+                                                                                                "batch-find", "text")
 
 
 def command_parsers() -> dict:
@@ -180,6 +179,7 @@ def command_parsers() -> dict:
                     for task in TASKS})
     parsers.update({f"basetrainer {name}": importlib.import_module(module).get_parser(f"basetrainer {name}")
                     for name, module in TOOL_MODULES.items()})
+    parsers.update({f"basetrainer {name} --task text": tool_parser(name, "text") for name in TASK_TOOLS})
     parsers.update({"basetrainer export": commands["export"], "basetrainer predict": commands["predict"]})
     from .tasks.detection.predict import get_parser as detection_predict_parser
 

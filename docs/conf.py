@@ -15,6 +15,7 @@ sys.path.insert(0, str(DOCS.parent))  # the basetrainer of this checkout, instal
 sys.path.insert(0, str(DOCS / "_ext"))
 
 import basetrainer
+import run_facts  # noqa: E402 (docs/_ext, put on the path above)
 
 project = "basetrainer"
 author = "the basetrainer authors"
@@ -63,7 +64,8 @@ add_module_names = False
 # page (an {only} repository block). Empty until the project has a public address: then none of them is there.
 REPOSITORY = basetrainer.__url__
 html_context = {"repository": REPOSITORY, "issues": f"{REPOSITORY}/issues" if REPOSITORY else ""}
-myst_substitutions = {"pip_from_repository": f'`pip install "git+{REPOSITORY}"`'}
+# The figures that the guides quote from the runs they show, read from those runs' output (docs/_ext/run_facts.py).
+myst_substitutions = {"pip_from_repository": f'`pip install "git+{REPOSITORY}"`', **run_facts.substitutions()}
 if REPOSITORY:
     tags.add("repository")  # noqa: F821 (Sphinx gives conf.py its tags)
 

@@ -4,7 +4,7 @@
     python examples/example.py -c configs/config.yaml --train_data D/train --test_data D/val
     python examples/example.py --distributed --gpu_id 0 1    # 2 GPUs, or 2 CPU processes (gloo)
     python examples/example.py --resume auto            # continue from work_dir's last.pth
-    python examples/example.py lr=0.01 milestones=[8,12]     # any key of configs/config.yaml
+    python examples/example.py lr=0.01 'milestones=[8,12]'   # any key of configs/config.yaml
     python examples/example.py --help
 
 With the default data folders missing, it writes the handwritten digits (1,797 8x8 images,

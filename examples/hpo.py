@@ -2,7 +2,7 @@
 
     pip install -e ".[hpo]"
     python examples/hpo.py --trials 20                        # lr, weight_decay, batch_size; 3 epochs a trial
-    python examples/hpo.py --trials 3 num_epochs=1 input_size=[16,16]    # then any key of configs/config.yaml
+    python examples/hpo.py --trials 3 num_epochs=1 'input_size=[16,16]'  # then any key of configs/config.yaml
     optuna-dashboard sqlite:///work_dirs/hpo/study.db         # the study in a browser (pip install optuna-dashboard)
 
 Each trial trains the pipeline of examples/example.py (the handwritten digits unless the

@@ -146,7 +146,7 @@ class ModelCheckpoint(Callback):
         """Saves the model as ``best_model_<when>_<value>.pth`` if its test value is among the best ``k``."""
         value = lookup((logs or {}).get("test", {}), self.indicator) if self.indicator else None
         if self.indicator and value is None:
-            if not self._warned_missing:
+            if not self._warned_missing and (logs or {}).get("test"):  # no test values at all: evaluation is off
                 self.logger.warning("ModelCheckpoint: logs['test'] has no %r, so no best model is kept; "
                                     "add the recorder that computes it", self.indicator)
                 self._warned_missing = True

@@ -24,7 +24,8 @@ DESCRIPTION = ("The batch-size finder (Lightning's scale_batch_size): the larges
                "WORK_DIR/batch_find/batch_find.csv, and prints batch_size=<size> last: the size after which\n"
                "samples/s stop growing by more than 10%, with lr_scaling so that the lr follows the batch.")
 EXAMPLES = ("--input_size 8 8 --max_memory 512    # the bundled digits",
-            "--train_data D/train --net_type resnet18 --input_size 224 224 --gpu_id 0")
+            "--train_data D/train --net_type resnet18 --input_size 224 224 --gpu_id 0",
+            "--task text --max_seq_len 512 --gpu_id 0")
 TITLE = "the batch-size finder"
 CAUTION = ("A larger batch trains more samples per second but can end at a lower accuracy in the same epochs, lr "
            "scaled or not (the digits: 98.05% at 64, 87.74% at 256); which size reaches your target soonest is "

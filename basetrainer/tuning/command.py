@@ -22,7 +22,7 @@ from ..distributed.launch import launch
 from ..errors import BaseTrainerError, ConfigError
 from ..tasks import take_task
 from ..tasks.classification import ClassificationTrainer, prepare_data
-from ..tasks.classification.config import get_parser as task_parser
+from ..tasks.classification.config import get_parser as classification_parser
 from ..tasks.classification.config import parse_config
 from ..utils.console import exit_with
 from ..utils.log import set_logger
@@ -39,6 +39,20 @@ def task_pipeline(task: str):
     return ClassificationTrainer, prepare_data, parse_config
 
 
+def task_parser(task: str, prog=None):
+    """The parser of the task named (its flags and ``KEY=VALUE``), with ``--task`` itself beside them."""
+    if task == "text":
+        from ..tasks.text.config import get_parser
+    else:
+        get_parser = classification_parser
+    parser = get_parser(prog)
+    parser.add_argument_group("the task").add_argument(
+        "--task", choices=TOOL_TASKS, default="classification",
+        help="the task whose model, data and flags the tool takes (each has flags of its own: give --task text "
+             "with --help to see the text task's)")
+    return parser
+
+
 @dataclass(frozen=True)
 class ToolCommand:
     """One tool's command: ``folder`` under work_dir, its ``--help`` text (``description``, its flags' ``title``,
@@ -53,30 +67,41 @@ class ToolCommand:
     check: Callable
     probe: Callable
 
-    def get_parser(self, prog=None):
-        """The command line: the task's flags and overrides, and the tool's own (also for the docs)."""
-        return tool_parser(prog, self.description, self.settings, self.title, self.examples)
+    def get_parser(self, prog=None, task="classification"):
+        """The command line of ``--task task``: the task's flags and overrides, and the tool's own (also for the
+        docs)."""
+        return tool_parser(prog, self.description, self.settings, self.title, self.examples, task=task)
+
+    def parse(self, argv, prog=None):
+        """``(task, cfg, options)``: what :meth:`main` reads from ``argv`` before any work: the task, its checked
+        config and the tool's checked settings (a dict); ``--help`` prints the task's and the tool's flags."""
+        task, argv = take_task(sys.argv[1:] if argv is None else list(argv))
+        if task not in TOOL_TASKS:
+            raise ConfigError(f"--task {task!r}: the tools take {' or '.join(TOOL_TASKS)}")
+        prog = f"{prog} --task {task}" if prog and task != "classification" else prog  # as train's help says it
+        cfg, options = parse_tool_command(argv, prog, self.description, self.settings, self.title,
+                                          self.examples, task=task)
+        return task, cfg, self.check(options, "from the command line")
 
     def main(self, argv=None, prog=None):
         """Command-line entry point; a ``BaseTrainerError`` is one ``error:`` line and its exit code."""
         try:
-            task, argv = take_task(sys.argv[1:] if argv is None else list(argv))
-            if task not in TOOL_TASKS:
-                raise ConfigError(f"--task {task!r}: the tools take {' or '.join(TOOL_TASKS)}")
-            cfg, options = parse_tool_command(argv, prog, self.description, self.settings, self.title,
-                                              self.examples, task=task)
-            launch_tool(cfg, self.folder, self.probe, self.check(options, "from the command line"), task=task)
+            task, cfg, options = self.parse(argv, prog)
+            launch_tool(cfg, self.folder, self.probe, options, task=task)
         except BaseTrainerError as error:
             exit_with(error)
 
 
-def tool_parser(prog, description: str, settings, title: str, examples=()):
-    """The task's parser, described as the tool, with ``settings``' flags under ``title`` and the tool's
-    ``examples`` (command lines after the program's name) in place of the task's."""
-    parser = task_parser(prog)
+def tool_parser(prog, description: str, settings, title: str, examples=(), task="classification"):
+    """The parser of the task named, described as the tool, with ``settings``' flags under ``title`` and the tool's
+    ``examples`` (command lines after the program's name) in place of the task's: those that name
+    ``--task text`` for the text task, the others for classification."""
+    parser = task_parser(task, prog)
     parser.description = description
     add_setting_flags(parser, settings, {settings_group(settings): title})
     precedence = parser.epilog.partition("\nexamples:\n")[0]
+    examples = [example.replace("--task text ", "" if prog and prog.endswith("--task text") else "--task text ")
+                for example in examples if ("--task text" in example) == (task == "text")]
     parser.epilog = "\n".join([precedence, "", "examples:", *(f"  %(prog)s {example}" for example in examples)])
     return parser
 
@@ -95,7 +120,7 @@ def parse_tool_command(argv, prog, description: str, settings, title: str, examp
     add_setting_flags(own, settings, checked=True)
     options, rest = own.parse_known_args(argv)
     if options.help:
-        tool_parser(prog, description, settings, title, examples).print_help()
+        tool_parser(prog, description, settings, title, examples, task=task).print_help()
         sys.exit(0)
     return task_pipeline(task)[2](rest, prog), {name: getattr(options, name) for name in settings.names()}
 

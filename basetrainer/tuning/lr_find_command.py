@@ -22,7 +22,8 @@ DESCRIPTION = ("The learning-rate range test (Smith; fastai's and Lightning's lr
                "training run's). It writes WORK_DIR/lr_find/lr_find.csv and lr_find.png, and prints\n"
                "lr=<suggestion> last.")
 EXAMPLES = ("--input_size 8 8 --num_steps 50    # the bundled digits",
-            "--train_data D/train --net_type resnet18 optim_type=AdamW --max_lr 1")
+            "--train_data D/train --net_type resnet18 optim_type=AdamW --max_lr 1",
+            "--task text lora.r=8 --num_steps 30    # the bundled texts and tiny model")
 TITLE = "the range test"
 
 

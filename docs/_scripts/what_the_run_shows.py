@@ -12,9 +12,11 @@ Runs, each in a fresh temporary folder as a new user would (the digits are writt
 - ``python my_task.py --num_epochs 2``, the script of docs/guides/own-task.md, and copies what it prints
   and the list of the files it wrote to ``docs/_generated/own-task/``.
 
-The quick start and the own-task guide include these files. Run it again when what a run prints or writes
-changes: tests/docs/test_what_the_run_shows.py fails when a log line shown has a shape that the code no
-longer prints.
+The quick start and the own-task guide include these files, and the figures their prose quotes from them are
+read from them at build time (docs/_ext/run_facts.py, as MyST substitutions). Run it again when what a run
+prints or writes changes: tests/docs/test_what_the_run_shows.py fails when a log line shown has a shape that
+the code no longer prints, or when what the prose says of the run (at chance, the loaders keep up) no longer
+holds for it.
 """
 import os
 import re

@@ -18,25 +18,10 @@ from basetrainer.tasks.detection import predict as detection_predict
 from basetrainer.tasks.detection.config import parse_config as parse_detection_config
 from basetrainer.tasks.text.config import parse_config as parse_text_config
 from support import EXAMPLES, REPO
-from support.docs import LANGUAGES, code_blocks, shell_commands, split_commands
+from support.docs import LANGUAGES, code_blocks, declared_extras_and_requirements, shell_commands, split_commands
 
 CI_SCRIPT = REPO / ".ci" / "run"
 E2E_OWN_TASK_RUNS = ([], ["--distributed", "--gpu_id", "0", "1"])  # the arguments the e2e test runs my_task.py with
-
-
-def declared_extras_and_requirements():
-    """setup.py's extras (EXTRAS' keys) and the names of its requirements, read from its source
-    (the installed metadata may be an older checkout's)."""
-    tree = ast.parse((REPO / "setup.py").read_text(encoding="utf-8"))
-    extras, requirements = set(), set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "EXTRAS":
-            extras |= {key.value for key in node.value.keys}
-        if isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "EXTRAS":
-            extras.add(node.slice.value)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value[:1].isalpha():
-            requirements.add(node.value.split(">")[0].split("=")[0].split("<")[0].split("[")[0])
-    return extras, requirements
 
 
 def example_module(name):

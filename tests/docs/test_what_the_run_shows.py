@@ -9,13 +9,19 @@ code's lines changed: run ``python docs/_scripts/what_the_run_shows.py`` and com
 import ast
 import logging
 import re
+import sys
 from types import SimpleNamespace
 
 from basetrainer.callbacks.log_lines import epoch_line, run_line, step_line
 from basetrainer.utils.log import set_logger
 from support import REPO
 
+sys.path.insert(0, str(REPO / "docs" / "_ext"))
+import run_facts  # noqa: E402  (docs/_ext is no package: conf.py puts it on the path so)
+
 SHOWN_LOG = REPO / "docs" / "_generated" / "quickstart" / "log.txt"
+GUIDES = REPO / "docs" / "guides"
+SUBSTITUTION = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 FORMAT_SPEC = re.compile(r"%(?:\.\d+)?[sdfg]")
 
@@ -89,3 +95,32 @@ def test_every_line_of_the_shown_log_is_one_the_code_writes_now():
     unknown = [message for message in messages
                if message not in loop_lines and not any(pattern.fullmatch(message) for pattern in patterns)]
     assert unknown == [], "run python docs/_scripts/what_the_run_shows.py: the code no longer writes these lines"
+
+
+def what_the_run_shows_list() -> str:
+    """The quick start's list that describes the shown log (between the log and the list of files)."""
+    page = (GUIDES / "quickstart.md").read_text(encoding="utf-8")
+    section = page.split("## What the run shows", 1)[1]
+    return section.split("```", 2)[2].split("The files it wrote", 1)[0]
+
+
+def test_every_figure_the_prose_quotes_from_a_shown_run_is_read_from_that_run():
+    substitutions = run_facts.substitutions()
+    used = {name for page in GUIDES.glob("*.md") for name in SUBSTITUTION.findall(page.read_text(encoding="utf-8"))
+            if name.startswith(("quickstart_", "own_task_"))}
+    assert used - set(substitutions) == set(), "a guide names a figure that docs/_ext/run_facts.py does not read"
+    assert {name for name in used if name.startswith("quickstart_")} >= {
+        "quickstart_startup_lines", "quickstart_threads", "quickstart_data_wait", "quickstart_first_test_acc",
+        "quickstart_first_test_loss"}
+    typed_by_hand = re.findall(r"\d", SUBSTITUTION.sub("", what_the_run_shows_list()))
+    assert typed_by_hand == [], "the quick start's list quotes a number of the log by hand: use {{ quickstart_... }}"
+
+
+def test_what_the_quick_start_says_of_the_shown_run_holds_for_its_log():
+    facts = run_facts.quickstart_facts(SHOWN_LOG.read_text(encoding="utf-8"))
+    prose = what_the_run_shows_list()
+    assert "at chance" in prose and facts["first_test_acc_value"] < 2 * facts["chance"], \
+        "the first evaluation is no longer at chance: reword the quick start's list"
+    assert "the loaders keep" in prose and facts["data_wait_max"] < 25, "the loaders no longer keep up: reword"
+    assert facts["startup_lines"] == str(len(["version", "data", "model", "lr schedule"])), \
+        "the log's start-up lines changed: say what each one holds in the quick start's list"

@@ -6,6 +6,7 @@ API pages aside). A block is a fenced code block; its language says what it is: 
 drawing, never run; so is a block without a language). ``{directive}`` fences are MyST
 directives, not code.
 """
+import ast
 import dataclasses
 import re
 import shlex
@@ -71,3 +72,18 @@ def split_commands(line: str) -> list:
         commands.append(words[:end])
         words = words[end + 1:]
     return commands
+
+
+def declared_extras_and_requirements():
+    """setup.py's extras (EXTRAS' keys) and the names of its requirements, read from its source
+    (the installed metadata may be an older checkout's)."""
+    tree = ast.parse((REPO / "setup.py").read_text(encoding="utf-8"))
+    extras, requirements = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "EXTRAS":
+            extras |= {key.value for key in node.value.keys}
+        if isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "EXTRAS":
+            extras.add(node.slice.value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value[:1].isalpha():
+            requirements.add(node.value.split(">")[0].split("=")[0].split("<")[0].split("[")[0])
+    return extras, requirements

@@ -6,7 +6,7 @@
     basetrainer train -c configs/config.yaml --train_data D/train --test_data D/val
     # 2 processes (2 GPUs, or 2 CPU processes with gloo):
     basetrainer train --distributed --gpu_id 0 1
-    basetrainer train lr=0.05 milestones=[8,12]        # any config key as key=value
+    basetrainer train lr=0.05 'milestones=[8,12]'      # any config key as key=value
 
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command
 line, the YAML file of ``-c``, and the defaults of :func:`get_parser` (the same values

@@ -18,6 +18,9 @@ from ...utils.file_utils import create_dir
 from ...utils.log import set_logger
 
 
+EVALUATION_OFF = "evaluation off (no test data)"  # what a run's data line says for test_data "" (each task alike)
+
+
 def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_note="", data_line=None, model_line=None):
     """Sets up ``trainer`` (an ``EngineTrainer`` past its ``__init__``): its loader workers, ``model_dir``,
     ``log_dir`` and logger, then builds it; rank 0 makes the folders and saves the resolved config, and the log
@@ -49,10 +52,10 @@ def start_run(trainer, cfg, *, train_from, test_from, model_note="", data_note="
         trainer.logger.info("%s", data_line())
         trainer.logger.info("%s | %s", model_line(), length)
         return
-    trainer.logger.info("data: %d train images in %s, %d test images in %s, %d classes | %d loader workers per "
-                        "process (%s)%s", trainer.train_num, train_from, trainer.test_num, test_from,
-                        cfg.num_classes, trainer.num_workers, trainer.num_workers_reason,
-                        f" | {data_note}" if data_note else "")
+    tested = f"{trainer.test_num} test images in {test_from}" if test_from else EVALUATION_OFF
+    trainer.logger.info("data: %d train images in %s, %s, %d classes | %d loader workers per process (%s)%s",
+                        trainer.train_num, train_from, tested, cfg.num_classes, trainer.num_workers,
+                        trainer.num_workers_reason, f" | {data_note}" if data_note else "")
     trainer.logger.info("model: %s, %.2fM parameters, input %s%s | %s lr %g | %s", cfg.net_type, num_params / 1e6,
                         "x".join(map(str, cfg.input_size)), model_note, cfg.optim_type, cfg.lr, length)
 

@@ -11,10 +11,11 @@
   ``basetrainer train --task detection``).
 """
 from .coco import CocoDetection, collate_detection, read_instances
+from .config import get_parser, parse_config
 from .mean_ap import MeanAPRecorder
 from .models import DETECTORS, get_detector
 from .scenes import write_digit_scenes
 from .trainer import DetectionTrainer, main, run, train
 
 __all__ = ["CocoDetection", "DETECTORS", "DetectionTrainer", "MeanAPRecorder", "collate_detection", "get_detector",
-           "main", "read_instances", "run", "train", "write_digit_scenes"]
+           "get_parser", "main", "parse_config", "read_instances", "run", "train", "write_digit_scenes"]

@@ -38,13 +38,12 @@ class CocoDetection(Dataset):
     """The images of ``images`` with their boxes from ``annotations`` (a COCO ``instances.json``), checked (see
     the module docstring). ``transform(image, target)`` is applied to the image (a ``tv_tensors.Image``)
     and its target, whose ``boxes`` are ``tv_tensors.BoundingBoxes``, so that it moves the boxes with the
-    pixels (:func:`.transforms.build_transform`). ``name`` is what messages call the data (a config key)."""
+    pixels (:func:`.transforms.build_transform`). ``name`` is what messages call the data (a config key),
+    ``images_name`` what they call the images' folder (``name`` unless given)."""
 
-    def __init__(self, images, annotations, transform=None, on_bad_image="raise", name="data"):
+    def __init__(self, images, annotations, transform=None, on_bad_image="raise", name="data", images_name=None):
         self.root, self.name, self.transform, self.on_bad_image = os.fspath(images), name, transform, on_bad_image
-        if not os.path.isdir(self.root):
-            raise DataError(f"{name}: no such folder {self.root}; point it at the folder of the images that "
-                            f"{annotations} names")
+        check_images_folder(self.root, annotations, images_name or name)
         self.annotations = os.fspath(annotations)  # the file itself: the test mAP's ground truth
         coco = read_instances(annotations, name)
         order = sorted(category["id"] for category in coco["categories"])
@@ -131,6 +130,13 @@ class ShardSample:
     def __call__(self, record):
         pixels, image_id, boxes = record
         return detection_sample(pixels, image_id, boxes, self.transform)
+
+
+def check_images_folder(images, annotations, name) -> None:
+    """A one-line DataError naming ``name`` (the key of the images' folder) when ``images`` is no folder."""
+    if not os.path.isdir(images):
+        raise DataError(f"{name}: no such folder {images}; point it at the folder of the images that {annotations} "
+                        f"names")
 
 
 def read_instances(path, name="data") -> dict:

@@ -49,8 +49,9 @@ def check_task_config(cfg, sources=None):
         raise ConfigError(f"{named('machine_rank', 'num_machines')}: machine_rank counts from 0 to num_machines - 1")
     if cfg.scale_jitter[0] > cfg.scale_jitter[1]:
         raise ConfigError(f"{named('scale_jitter')}: write [low, high] with low <= high")
-    if bool(cfg.test_images) != bool(cfg.test_annotations):
-        raise ConfigError(f"{named('test_images', 'test_annotations')}: give both for an evaluation, or neither")
+    if cfg.test_images and not cfg.test_annotations:  # test_images "" alone turns the evaluation off
+        raise ConfigError(f"{named('test_images', 'test_annotations')}: give both for an evaluation, or neither "
+                          f"(test_images \"\" turns it off)")
     schedule = schedule_name(cfg.scheduler)
     if schedule == "multi-step" and not cfg.milestones:
         raise ConfigError(f"{named('scheduler', 'milestones')}: multi-step needs milestones")

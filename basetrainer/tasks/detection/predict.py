@@ -47,7 +47,8 @@ def predict_coco(checkpoint, images, annotations, out, batch_size=16, gpu_id=Non
     """Writes the detector's boxes on every image that ``annotations`` lists (in ``images``) to ``out``;
     returns the number of boxes."""
     cfg = run_config(checkpoint)
-    dataset = CocoDetection(images, annotations, transform=build_transform(cfg, train=False), name="--annotations")
+    dataset = CocoDetection(images, annotations, transform=build_transform(cfg, train=False), name="--annotations",
+                            images_name="--images")
     if dataset.num_classes != cfg["num_classes"]:
         raise DataError(f"--annotations: {annotations} has {dataset.num_classes} categories, the model "
                         f"{cfg['num_classes']}; give the annotation file of the data it was trained on")
@@ -62,6 +63,9 @@ def predict_coco(checkpoint, images, annotations, out, batch_size=16, gpu_id=Non
 def get_parser(prog=None):
     parser = argparse.ArgumentParser(prog=prog, description="Write a trained detector's boxes on the images of a "
                                                             "COCO annotation file as a COCO results file.")
+    parser.add_argument("--task", choices=("detection",), default="detection",
+                        help="a detector's boxes (without --task, basetrainer predict runs a classifier, with flags "
+                             "of its own: basetrainer predict --help)")
     parser.add_argument("--checkpoint", required=True, help="a model file of a detection run: model_final.pth, "
                                                             "best_model_*.pth or last.pth")
     parser.add_argument("--images", required=True, help="the folder the file_name of each image is relative to")

@@ -31,7 +31,7 @@ from ...loggers import build_loggers, check_loggers
 from ...optimizer.build_optimizer import get_optimizer
 from ...scheduler.build_scheduler import get_scheduler
 from ..common.startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
-from .coco import CocoDetection, ShardSample, collate_detection
+from .coco import CocoDetection, ShardSample, check_images_folder, collate_detection
 from .coco_evaluation import require_pycocotools
 from .config import check_task_config, parse_config
 from .mean_ap import MeanAPRecorder
@@ -142,7 +142,7 @@ def coco_data(cfg, phase: str):
     transform = build_transform(cfg, train=phase == "train")
     if not is_shard_location(images):
         return CocoDetection(images, annotations, transform=transform, on_bad_image=cfg.on_bad_image,
-                             name=f"{phase}_annotations")
+                             name=f"{phase}_annotations", images_name=f"{phase}_images")
     if annotations not in (images, DEFAULTS[f"{phase}_annotations"]):
         raise ConfigError(f"{phase}_annotations: {annotations!r}, but {phase}_images names shards, which hold the "
                           f"boxes; set {phase}_annotations to {images!r} too, or leave it out")
@@ -163,10 +163,23 @@ def _first_difference(train, test) -> str:
 
 def prepare_data(cfg):
     """Generates the digit scenes under data/digit_scenes when a default annotation file is used and missing."""
-    if any(path == default and not os.path.isfile(path) and not is_shard_location(images) for path, default, images in
+    if any(images and path == default and not os.path.isfile(path) and not is_shard_location(images)
+           for path, default, images in
            ((cfg.train_annotations, DEFAULT_TRAIN_ANNOTATIONS, cfg.train_images),
             (cfg.test_annotations, DEFAULT_TEST_ANNOTATIONS, cfg.test_images))):
         write_digit_scenes(DATA_ROOT)
+
+
+def check_data_paths(cfg):
+    """The image folders and annotation files ``cfg`` names (not shards: their reader checks them), checked before
+    any process starts: a one-line DataError naming the key at fault."""
+    for phase in ("train", "test"):
+        images, annotations = cfg[f"{phase}_images"], cfg[f"{phase}_annotations"]
+        if images and not is_shard_location(images):
+            check_images_folder(images, annotations, f"{phase}_images")
+            if not os.path.isfile(annotations):
+                raise DataError(f"{phase}_annotations: no such annotation file {annotations}; give a COCO "
+                                f"instances.json")
 
 
 def run(cfg):
@@ -189,6 +202,7 @@ def train(cfg):
     if starts_rank_0(cfg):  # the loggers write from rank 0 only
         check_loggers(cfg.loggers, cfg)
     prepare_data(cfg)
+    check_data_paths(cfg)
     launch_task(run, cfg)
 
 

@@ -31,7 +31,7 @@ from ...optimizer.build_optimizer import get_optimizer
 from ...parallel.activation_checkpointing import named_blocks
 from ...parallel.base import unwrap_model
 from ...scheduler.build_scheduler import get_scheduler
-from ..common.startup import launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
+from ..common.startup import EVALUATION_OFF, launch_task, run_or_clean_up, start_run, starts_rank_0, task_main
 from . import data
 from .config import check_task_config, parse_config
 from .encoding import Collator
@@ -189,8 +189,9 @@ class TextTrainer(EngineTrainer):
         cfg = self.cfg
         kind = f"{len(self.labels)} labels" if self.classifier else \
             f"format {self.encoder.format}{', packed' if cfg.packing else ''}"
-        return (f"data: {self.train_num} train samples from {cfg.train_data}, {self.test_num} test samples from "
-                f"{data.test_source(cfg) or 'nowhere (no evaluation: give test_data)'}, max_seq_len "
+        source = data.test_source(cfg)
+        tested = f"{self.test_num} test samples from {source}" if source else EVALUATION_OFF
+        return (f"data: {self.train_num} train samples from {cfg.train_data}, {tested}, max_seq_len "
                 f"{cfg.max_seq_len}, {kind} | "
                 f"{self.num_workers} loader workers per process ({self.num_workers_reason})")
 
