@@ -5,6 +5,7 @@ import logging
 import os
 import pickle
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -82,6 +83,14 @@ def test_a_loader_worker_stacks_the_same_uint8_batch_in_shared_channels_last_mem
     assert crossed.pixels.is_contiguous(memory_format=torch.channels_last)
     finished = crossed.finish_on_device(CPU)
     assert finished.is_contiguous() and torch.equal(finished, here.finish_on_device(CPU))
+
+
+@pytest.mark.parametrize("decoder", ["pil", "cpu", "nvjpeg"])
+def test_no_decoder_calls_what_torchvision_deprecates(photos, decoder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # torchvision 0.29's image decoders warn so
+        images, _, _ = batch_of(photos, Recipe(size=(32, 32), train=True), decoder, count=2)
+    assert images.shape == (2, 3, 32, 32)
 
 
 @pytest.mark.parametrize("decoder", ["pil", "cpu", "nvjpeg"])
