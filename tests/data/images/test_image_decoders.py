@@ -208,3 +208,21 @@ def test_an_image_in_a_shard_makes_the_batch_its_file_makes_in_a_folder(photos, 
         images, targets = (collate or default_collate)([dataset[index] for index in indices])
         batches.append((images.finish_on_device(CPU) if hasattr(images, "finish_on_device") else images, targets))
     assert torch.equal(batches[0][0], batches[1][0]) and torch.equal(batches[0][1], batches[1][1])
+
+
+@pytest.mark.parametrize("decoder", ["cpu", "nvjpeg"])
+def test_a_truncated_jpeg_in_a_shard_is_the_shards_one_line_error_or_skipped(photos, tmp_path, decoder, caplog):
+    from basetrainer.data.streaming import open_shards, write_shards
+
+    good = [os.path.join(photos, "0", name) for name in sorted(os.listdir(os.path.join(photos, "0")))]
+    records = [{"image": open(path, "rb").read()[:2000 if index == 0 else None], "label": 0, "name": f"0/{index}.jpg"}
+               for index, path in enumerate(good)]
+    write_shards(records, tmp_path / "shards", kind="images", meta={"classes": ["0"]}, progress=False)
+    decode, _ = image_decoder(Recipe(size=(32, 32), train=True), decoder, MEAN, STD)
+    with pytest.raises(DataError, match=r"^train_data: cannot decode sample 0 \(0/0.jpg\) of shard .*image file is "
+                                        r"truncated"):
+        open_shards(str(tmp_path / "shards"), decode=decode, name="train_data")[0]
+    skipping = open_shards(str(tmp_path / "shards"), decode=decode, on_bad_image="skip", name="train_data")
+    with caplog.at_level(logging.WARNING, logger="basetrainer"):
+        sample, target = skipping[0]
+    assert target == 0 and "skipping sample 0 (0/0.jpg)" in caplog.text
