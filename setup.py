@@ -32,6 +32,7 @@ EXTRAS = {
     # The detection task: COCO mean average precision (pycocotools' COCOeval).
     "detection": ["pycocotools>=2.0.7"],
     "timm": ["timm>=1.0"],  # net_type: timm/<name>
+    "nvjpeg": ["torchcodec>=0.16"],  # decoder: nvjpeg, TorchCodec's nvJPEG (torchvision 0.29 deprecates its own)
     # The text task (basetrainer train --task text): pretrained transformers, their tokenizers, datasets, LoRA.
     "hf": HF,
     "ray": ["ray[train]>=2.40"],  # basetrainer.integrations.ray, basetrainer train --ray N
@@ -52,7 +53,7 @@ EXTRAS = {
              "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1",
              "torchmetrics>=1.4", "pycocotools>=2.0.7", "timm>=1.0", "ray[train]>=2.40",
              "torchft-nightly>=2026.10.26", "litdata>=0.2.76,<0.3", "moto[server]>=5.0", *DOCS, *HF,
-             "accelerate>=1.0"],  # accelerate: HF's Trainer in bench/
+             "accelerate>=1.0", "torchcodec>=0.16"],  # accelerate: HF's Trainer in bench/
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})
 
@@ -74,6 +75,7 @@ setup(
         "numpy",
         "pillow",
         "pyyaml>=5.1",
+        "simplejpeg>=1.6",  # decoder: cpu, libjpeg-turbo's TurboJPEG API (wheels for Linux, macOS and Windows)
         "tensorboard>=2.10",
         "tqdm>=4.60",
     ],

@@ -1,7 +1,7 @@
 """Images per second of the image-folder loaders alone (no model), then a few training steps through each.
 
     python bench/input_pipeline.py [--workers 0 1 2] [--rounds 2] [--size 224] [--per-class N]
-                                   [--pipelines reference timm pil cpu] [--train-steps 3] [--net resnet50]
+                                   [--pipelines reference timm pil cpu dali spdl] [--train-steps 3] [--net resnet50]
 
 On the same files (the photo-like JPEG digits' training split, written to ``--root``, by default a temporary
 folder: 1,437 JPEGs of about 450 x 350 pixels and 98 KB), at ``--size`` with the ImageNet training recipe
@@ -13,7 +13,12 @@ folder: 1,437 JPEGs of about 450 x 350 pixels and 98 KB), at ``--size`` with the
   (the same augmentation as the others; timm's default adds ColorJitter(0.4)), without its CUDA prefetcher;
 - ``pil``, ``cpu``: basetrainer's decoders (``decoder: pil`` is the reference recipe through the task's code;
   ``decoder: cpu``, the default, hands uint8 to the copy, and the float conversion and normalisation follow it);
-- ``nvjpeg`` (CUDA only): the files' bytes to the GPU, decoded, cropped and normalised there (synchronised).
+- ``nvjpeg`` (CUDA only): the files' bytes to the GPU, decoded, cropped and normalised there (synchronised);
+- ``dali``, ``spdl``: NVIDIA DALI's CPU pipeline (its own crops, decoding only their region) and Meta's SPDL
+  (threads; FFmpeg decodes, crops, resizes and flips), uint8 out as ``cpu``'s: ``bench/input_peers.py``. Their
+  ``workers`` are threads in the training process (0: one). Left out, with a line saying why, where their
+  library does not import. FFCV is not among them: it has no wheel, and its source build needs OpenCV's and
+  libjpeg-turbo's development files found through pkg-config.
 
 For each, the loader's images/s with 0, 1 and 2 workers (the first batch left out: the workers' start), per
 loading process (per worker; with 0 workers the training process itself), and per CPU-second of all its processes
@@ -46,9 +51,10 @@ from basetrainer.data.images.decoders import image_folder  # noqa: E402
 from basetrainer.data.images.photo_digits import write_photo_digits  # noqa: E402
 from basetrainer.distributed.threads import CoreUse, set_process_threads  # noqa: E402
 from basetrainer.utils.batch import move_to_device  # noqa: E402
+from input_peers import PEERS, missing, peer_loader  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-PIPELINES = ("reference", "timm", "pil", "cpu", "nvjpeg")
+PIPELINES = ("reference", "timm", "pil", "cpu", *PEERS, "nvjpeg")
 
 
 def make_loader(pipeline, root, size, batch_size, workers):
@@ -64,6 +70,8 @@ def make_loader(pipeline, root, size, batch_size, workers):
         return create_loader(ImageDataset(root), size, batch_size, is_training=True, color_jitter=0.0,
                              use_prefetcher=False, num_workers=workers, persistent_workers=False,
                              device=torch.device("cpu"))
+    if pipeline in PEERS:
+        return peer_loader(pipeline, root, size, batch_size, workers, MEAN, STD)
     recipe = Recipe(size=(size, size), train=True, augmentation="imagenet", hflip=True)
     dataset, collate = image_folder(root, recipe, pipeline, MEAN, STD)
     return DataLoader(dataset, collate_fn=collate, **common)
@@ -88,6 +96,7 @@ def loader_rate(pipeline, root, size, batch_size, workers, device):
         torch.cuda.synchronize()
     wall = time.perf_counter() - started
     del iterator  # its workers end (and are counted) here
+    getattr(loader, "stop", lambda: None)()  # a peer's threads
     spent = _cpu_seconds() - cpu
     return images / wall, images / spent, images / (spent - finishing)
 
@@ -120,6 +129,14 @@ def training_rate(pipeline, root, size, batch_size, steps, net, device):
     return images / (time.perf_counter() - started)
 
 
+def _runs_here(pipeline) -> bool:
+    """Whether a peer's library loads here (our pipelines always do); a line says why not."""
+    why = missing(pipeline) if pipeline in PEERS else None
+    if why:
+        print(f"{pipeline} left out: {why}")
+    return why is None
+
+
 def spread(values) -> str:
     return f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
 
@@ -139,7 +156,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    pipelines = args.pipelines or [p for p in PIPELINES if p != "nvjpeg" or cuda]
+    pipelines = args.pipelines or [p for p in PIPELINES if (p != "nvjpeg" or cuda) and _runs_here(p)]
     if "nvjpeg" in pipelines and not cuda:
         raise SystemExit("--pipelines nvjpeg decodes on the GPU, and this machine has no CUDA device")
     with tempfile.TemporaryDirectory() as scratch:

@@ -41,8 +41,21 @@ def test_the_pil_decoder_is_torchvisions_reference_recipe(folder, tmp_path):
     trainer = trainer_for(folder, tmp_path, "decoder=pil", "augmentation=imagenet")
     images, _ = next(iter(trainer.test_loader))
     assert images.dtype == torch.float32 and images.shape == (2, 3, 16, 16)
-    names = [type(step).__name__ for step in trainer.test_loader.dataset.transform.transforms]
+    names = [type(step).__name__ for step in trainer.test_loader.dataset.loader.decode.transform.transforms]
     assert names == ["Resize", "CenterCrop", "ToTensor", "Normalize"]
+
+
+def test_shards_of_a_folder_are_decoded_by_the_decoder_the_start_up_line_names(folder, tmp_path):
+    from basetrainer.data.streaming import image_folder_records, write_shards
+
+    records, total, meta = image_folder_records(folder)
+    write_shards(records, tmp_path / "shards", kind="images", meta=meta, total=total, progress=False)
+    trainer = trainer_for(str(tmp_path / "shards"), tmp_path)
+    images, _ = next(iter(trainer.train_loader))
+    assert isinstance(images, Uint8Images) and images.pixels.shape == (2, 3, 16, 16)
+    assert isinstance(next(iter(trainer.test_loader))[0], Uint8Images)
+    log = (tmp_path / "work" / "log" / "train.log").read_text()
+    assert f"data: 4 train images in {tmp_path / 'shards'}" in log and "| decoder cpu (auto: uint8" in log
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")

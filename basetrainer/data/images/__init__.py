@@ -13,7 +13,7 @@
 from ...utils.lazy import lazy_attributes, names_of
 
 _LAZY = {
-    "basetrainer.data.images.decoders": ("DECODERS", "image_folder", "resolve_decoder"),
+    "basetrainer.data.images.decoders": ("DECODERS", "image_decoder", "image_folder", "resolve_decoder"),
     "basetrainer.data.images.crops": ("AUGMENTATIONS", "Recipe", "Plan", "sample_plan"),
     "basetrainer.data.images.reference_recipe": ("reference_transform",),
     "basetrainer.data.images.on_device": ("Uint8Images", "normalised"),

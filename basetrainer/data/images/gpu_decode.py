@@ -1,8 +1,9 @@
-"""``decoder: nvjpeg``: the GPU decodes the batch's JPEGs (nvJPEG, through ``torchvision.io.decode_jpeg(device=
-"cuda")``, in one batched call) and crops, resizes and flips them there.
+"""``decoder: nvjpeg``: the GPU decodes the batch's JPEGs (nvJPEG, through TorchCodec's ``decode_jpeg(device=
+"cuda")``, in one batched call: what torchvision 0.29 recommends in place of its own image decoders) and crops,
+resizes and flips them there. TorchCodec is the ``nvjpeg`` extra: ``pip install "basetrainer[nvjpeg]"``.
 
-The loader still reads each file and parses its header on the CPU (a file that is not an image fails there, and
-``on_bad_image`` applies), and draws the image's :class:`~.crops.Plan` from its size; what it yields is the files'
+The loader still reads each file (or takes a shard's image) and parses its header on the CPU (bytes that are not
+an image fail there, and ``on_bad_image`` applies), and draws the image's :class:`~.crops.Plan` from its size; what it yields is the files'
 bytes with their plans (:class:`EncodedImages`). After the copy, ``EncodedImages.finish_on_device`` decodes them
 on the device, applies each plan to the float image and normalises: the CPU's share of an image is a file read and
 a header. A file the GPU is not given (another format than JPEG, CMYK, or a JPEG without its end marker, which
@@ -16,9 +17,8 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import default_collate
-from torchvision.io import ImageReadMode, decode_jpeg
 
-from ...errors import DataError
+from ...errors import ConfigError, DataError
 from ...utils.log import get_logger
 from .on_device import normalisation
 from .cpu_decode import Opened, decode
@@ -40,17 +40,19 @@ class EncodedImage:
 
 
 class ReadForGpu:
-    """An image folder's loader under ``decoder: nvjpeg``: a file's path to an :class:`EncodedImage`."""
+    """A loader's decoder under ``decoder: nvjpeg``: an image file's bytes to an :class:`EncodedImage` (``name``,
+    the file's path or the shard sample's name, is for messages)."""
 
     def __init__(self, recipe: Recipe):
         self.recipe = recipe
 
-    def __call__(self, path) -> EncodedImage:
-        opened = Opened(path)
+    def __call__(self, data, name="") -> EncodedImage:
+        opened = Opened(data)
         plan = sample_plan(self.recipe, *opened.size)
-        if opened.plain_jpeg and _END_OF_IMAGE in opened.data[-64:].numpy().tobytes():
-            return EncodedImage(path, opened.data, plan)
-        return EncodedImage(path, None, plan, plan.apply(*decode(opened, plan)))
+        if opened.plain_jpeg and _END_OF_IMAGE in bytes(opened.data[-64:]):
+            data = data if isinstance(data, bytearray) else bytearray(data)  # writable: a tensor views it
+            return EncodedImage(name, torch.frombuffer(data, dtype=torch.uint8), plan)
+        return EncodedImage(name, None, plan, plan.apply(*decode(opened, plan)))
 
 
 class EncodedImages:
@@ -105,16 +107,27 @@ def decode_on_device(items, device: torch.device) -> list:
     refuses the batch, one by one, and an image it refuses alone is decoded on the CPU (Pillow) and moved there."""
     if not items:
         return []
+    decode_jpeg = torchcodec_decode_jpeg()
     try:
-        return decode_jpeg([item.data for item in items], mode=ImageReadMode.RGB, device=device)
+        return decode_jpeg([item.data for item in items], mode="RGB", device=device)
     except RuntimeError:
         pass
     return [_decode_one(item, device) for item in items]
 
 
+def torchcodec_decode_jpeg():
+    """TorchCodec's ``decode_jpeg``; a ConfigError naming the pip command where TorchCodec is not installed."""
+    try:
+        from torchcodec.decoders import decode_jpeg
+    except ImportError as error:
+        raise ConfigError(f"decoder: nvjpeg decodes with TorchCodec, which cannot be imported ({error}); "
+                          f'pip install "basetrainer[nvjpeg]"') from None
+    return decode_jpeg
+
+
 def _decode_one(item: EncodedImage, device: torch.device) -> torch.Tensor:
     try:
-        return decode_jpeg(item.data, mode=ImageReadMode.RGB, device=device)
+        return torchcodec_decode_jpeg()(item.data, mode="RGB", device=device)
     except RuntimeError as error:
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         logger.warning("decoder nvjpeg: %s decoded on the CPU (%s on %s)", item.path, reason, device)

@@ -40,12 +40,12 @@ class ShardDataset(Dataset):
     """The samples of the shards at ``location`` (see :func:`open_shards` for the arguments)."""
 
     def __init__(self, location, transform=None, cache=None, cache_limit=None, retry_seconds=60.0,
-                 shuffle_window=4, on_bad_image="raise", name="data"):
+                 shuffle_window=4, on_bad_image="raise", name="data", decode=None):
         if int(shuffle_window) < 1:
             raise ConfigError(f"shards.shuffle_window: {shuffle_window} is below 1; give the shards read at once")
         library.litdata()  # here, in the training process: loader workers forked from it find it imported
         self.location = ShardLocation(location, name)
-        self.name, self.transform, self.on_bad_image = name, transform, on_bad_image
+        self.name, self.transform, self.decode, self.on_bad_image = name, transform, decode, on_bad_image
         self.window, self.retry_s = int(shuffle_window), float(retry_seconds)
         self.seed = self.epoch = None  # set by the training sampler each epoch (sampler_epoch)
         self.cache = None
@@ -110,20 +110,20 @@ class ShardDataset(Dataset):
             raise IndexError(f"{self.name}: sample {index} of {len(self)}")
         for _ in range(len(self)):
             record = self._record(index)
-            try:
-                sample = self._decoded(record)
-            except Exception as error:  # noqa: BLE001 - Pillow fails on bad files in many ways
-                where = f"sample {index} ({record.get('name', '?')}) of shard {self.shard_url(index)}" \
-                    if isinstance(record, dict) else f"sample {index} of shard {self.shard_url(index)}"
-                if self.on_bad_image == "raise":
-                    raise DataError(f"{self.name}: cannot decode {where} ({_reason(error)}); write the shards again "
-                                    f"from good files, or set on_bad_image: skip") from None
-                if where not in self._warned:
-                    self._warned.add(where)
-                    logger.warning("%s: skipping %s (%s)", self.name, where, _reason(error))
-                index = (index + 1) % len(self)
-                continue
-            with _seeded(self.seed, self.epoch, index):
+            with _seeded(self.seed, self.epoch, index):  # a decode may draw the augmentation too (decode=)
+                try:
+                    sample = self._decoded(record)
+                except Exception as error:  # noqa: BLE001 - Pillow fails on bad files in many ways
+                    where = f"sample {index} ({record.get('name', '?')}) of shard {self.shard_url(index)}" \
+                        if isinstance(record, dict) else f"sample {index} of shard {self.shard_url(index)}"
+                    if self.on_bad_image == "raise":
+                        raise DataError(f"{self.name}: cannot decode {where} ({_reason(error)}); write the shards "
+                                        f"again from good files, or set on_bad_image: skip") from None
+                    if where not in self._warned:
+                        self._warned.add(where)
+                        logger.warning("%s: skipping %s (%s)", self.name, where, _reason(error))
+                    index = (index + 1) % len(self)
+                    continue
                 return self._transformed(sample)
         raise DataError(f"{self.name}: no sample of {self.location} can be decoded; check the shards")
 
@@ -148,6 +148,8 @@ class ShardDataset(Dataset):
 
     def _decoded(self, record):
         kind = self.manifest.kind
+        if kind == "images" and self.decode is not None:
+            return self.decode(record["image"], record.get("name", "")), int(record["label"])
         if kind == "images":
             return decode_image(record["image"]), int(record["label"])
         if kind == "coco":
@@ -158,7 +160,7 @@ class ShardDataset(Dataset):
         if self.transform is None:
             return sample
         if self.manifest.kind == "images":
-            return self.transform(sample[0]), sample[1]
+            return sample if self.decode is not None else (self.transform(sample[0]), sample[1])
         return self.transform(sample)
 
     def _litdata_reader(self, folder):
@@ -204,7 +206,7 @@ class ShardDataset(Dataset):
 
 
 def open_shards(location, transform=None, cache=None, cache_limit=None, retry_seconds=60.0,
-                shuffle_window=4, on_bad_image="raise", name="data") -> ShardDataset:
+                shuffle_window=4, on_bad_image="raise", name="data", decode=None) -> ShardDataset:
     """The one call for a user's own ``build_train_loader`` / ``build_test_loader``: the shards that ``basetrainer
     shards`` wrote at ``location`` (a local folder, or ``s3://``, ``gs://``, ``azure://``, ``hf://``, ``r2://``),
     as a dataset to give ``self.build_dataloader``::
@@ -212,7 +214,10 @@ def open_shards(location, transform=None, cache=None, cache_limit=None, retry_se
         def build_train_loader(self, cfg):
             return self.build_dataloader(open_shards("s3://bucket/train", transform=augment), batch_size=64)
 
-    A sample of image-folder shards is ``(transform(PIL image), label)``, as ``ImageFolder`` gives; of COCO shards
+    A sample of image-folder shards is ``(transform(PIL image), label)``, as ``ImageFolder`` gives, or with
+    ``decode`` ``(decode(the image file's bytes, its name), label)`` instead (an image folder's decoder,
+    :func:`basetrainer.data.images.decoders.image_decoder`: the same path from bytes to batch as a folder's); of COCO
+    shards
     ``transform((pixels, image_id, boxes))`` (pixels uint8 ``(H, W, 3)``, boxes ``[x1, y1, x2, y2, label]``); of a
     dataset's shards ``transform(item)`` (the item as the dataset gave it; no transform: as it is). Remote
     shards are downloaded into ``cache`` (default ``~/.cache/basetrainer/shards``), which keeps at most
@@ -221,7 +226,7 @@ def open_shards(location, transform=None, cache=None, cache_limit=None, retry_se
     first read: one-line errors name the location or the shard."""
     return ShardDataset(location, transform=transform, cache=cache, cache_limit=cache_limit,
                         retry_seconds=retry_seconds, shuffle_window=shuffle_window, on_bad_image=on_bad_image,
-                        name=name)
+                        name=name, decode=decode)
 
 
 def decode_image(data: bytes):

@@ -7,6 +7,8 @@ it came from, is checked against its declaration, and the keys against each othe
 unknown key, a value of the wrong type or out of range is a one-line ConfigError naming
 the key, the value, where it came from and what is allowed.
 """
+import importlib.util
+
 import torch
 
 from ...engine.options import LoopOptions
@@ -70,6 +72,9 @@ def check_task_config(cfg, sources=None):
     if cfg.decoder == "nvjpeg" and not torch.cuda.is_available():
         raise ConfigError(f"{named('decoder')}: nvjpeg decodes on the GPU, and this machine has no CUDA device; use "
                           f"decoder: auto (or cpu) here")
+    if cfg.decoder == "nvjpeg" and importlib.util.find_spec("torchcodec") is None:
+        raise ConfigError(f'{named("decoder")}: nvjpeg decodes with TorchCodec, which is not installed; '
+                          f'pip install "basetrainer[nvjpeg]"')
     _check_schedule(cfg, named)
     if cfg.ema_decay > 0 and (cfg.local_sgd or {}).get("period"):
         raise ConfigError(f"{named('ema_decay', 'local_sgd')}: the EMA would average one process's own weights, not "

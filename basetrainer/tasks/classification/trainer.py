@@ -33,7 +33,7 @@ from ...checkpoint.weights import load_weights
 from ...criterion.criterion import get_criterion
 from ...data import check_same_classes, write_digits_imagefolder
 from ...data.images.crops import Recipe
-from ...data.images.decoders import image_folder, resolve_decoder
+from ...data.images.decoders import image_decoder, image_folder, resolve_decoder
 from ...data.images.photo_digits import write_photo_digits
 from ...data.images.reference_recipe import reference_transform
 from ...data.streaming import is_shard_location, open_shards
@@ -82,11 +82,9 @@ class ClassificationTrainer(EngineTrainer):
     # ------------------------------------------------------------------ data
     def build_train_loader(self, cfg, **kwargs):
         if is_shard_location(cfg.train_data):
-            dataset = self._shards(cfg, "train_data", train=True)
-            self.classes = dataset.classes
-            cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
-            return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True)
-        dataset, collate = self._image_folder(cfg, cfg.train_data, train=True, name="train_data")
+            dataset, collate = self._shards(cfg, "train_data", train=True)
+        else:
+            dataset, collate = self._image_folder(cfg, cfg.train_data, train=True, name="train_data")
         self.classes = dataset.classes
         cfg.num_classes, cfg.classes = len(dataset.classes), list(dataset.classes)
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="train", shuffle=True,
@@ -96,10 +94,9 @@ class ClassificationTrainer(EngineTrainer):
         if not cfg.test_data:
             return None
         if is_shard_location(cfg.test_data):
-            dataset = self._shards(cfg, "test_data", train=False)
-            check_same_classes(self.train_loader.dataset, dataset)
-            return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False)
-        dataset, collate = self._image_folder(cfg, cfg.test_data, train=False, name="test_data")
+            dataset, collate = self._shards(cfg, "test_data", train=False)
+        else:
+            dataset, collate = self._image_folder(cfg, cfg.test_data, train=False, name="test_data")
         check_same_classes(self.train_loader.dataset, dataset)
         # Sharded without padding: every test image is counted once, whatever the number of processes.
         return self.build_dataloader(dataset, cfg.batch_size, self.num_workers, phase="test", shuffle=False,
@@ -111,15 +108,15 @@ class ClassificationTrainer(EngineTrainer):
         return image_folder(root, Recipe.from_config(cfg, train), self.decoder, cfg.rgb_mean, cfg.rgb_std,
                             on_bad_image=cfg.on_bad_image, name=name)
 
-    @staticmethod
-    def _shards(cfg, key, train):
-        """The image-folder shards ``cfg[key]`` names (a folder basetrainer shards wrote, or a remote URL)."""
-        dataset = open_shards(cfg[key], transform=build_transform(cfg, train=train), on_bad_image=cfg.on_bad_image,
-                              name=key, **shard_options(cfg))
+    def _shards(self, cfg, key, train):
+        """``(dataset, collate_fn)``: the image-folder shards ``cfg[key]`` names (a folder basetrainer shards wrote,
+        or a remote URL), their images decoded by ``decoder`` as a folder's files are."""
+        decode, collate = image_decoder(Recipe.from_config(cfg, train), self.decoder, cfg.rgb_mean, cfg.rgb_std)
+        dataset = open_shards(cfg[key], decode=decode, on_bad_image=cfg.on_bad_image, name=key, **shard_options(cfg))
         if dataset.kind != "images":
             raise ConfigError(f"{key}: {cfg[key]} holds {dataset.kind} shards; the classification task reads shards "
                               f"of an image folder (basetrainer shards --image-folder)")
-        return dataset
+        return dataset, collate
 
     # ------------------------------------------------------------------ model
     def build_model(self, cfg, **kwargs):

@@ -5,6 +5,7 @@ import logging
 import os
 import pickle
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, default_collate
 
 from basetrainer.data.images.on_device import Uint8Images
-from basetrainer.data.images.decoders import image_folder, resolve_decoder
+from basetrainer.data.images.decoders import image_decoder, image_folder, resolve_decoder
 from basetrainer.data.images.gpu_decode import EncodedImage, EncodedImages, decode_on_device
 from basetrainer.data.images.photo_digits import write_photo_digits
 from basetrainer.data.images.crops import Plan, Recipe
@@ -82,6 +83,14 @@ def test_a_loader_worker_stacks_the_same_uint8_batch_in_shared_channels_last_mem
     assert crossed.pixels.is_contiguous(memory_format=torch.channels_last)
     finished = crossed.finish_on_device(CPU)
     assert finished.is_contiguous() and torch.equal(finished, here.finish_on_device(CPU))
+
+
+@pytest.mark.parametrize("decoder", ["pil", "cpu", "nvjpeg"])
+def test_no_decoder_calls_what_torchvision_deprecates(photos, decoder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # torchvision 0.29's image decoders warn so
+        images, _, _ = batch_of(photos, Recipe(size=(32, 32), train=True), decoder, count=2)
+    assert images.shape == (2, 3, 32, 32)
 
 
 @pytest.mark.parametrize("decoder", ["pil", "cpu", "nvjpeg"])
@@ -178,3 +187,42 @@ def test_a_gpu_batch_crosses_from_a_worker_as_one_block_of_bytes_and_decodes_the
     assert [None if item.data is None else item.data.tolist() for item in packed.items] == \
         [None if item.data is None else item.data.tolist() for item in batch.items]
     assert torch.equal(packed.finish_on_device(CPU), batch.finish_on_device(CPU))
+
+
+@pytest.mark.parametrize("decoder", ["pil", "cpu", "nvjpeg"])
+@pytest.mark.parametrize("train", [True, False])
+def test_an_image_in_a_shard_makes_the_batch_its_file_makes_in_a_folder(photos, tmp_path, decoder, train):
+    from basetrainer.data.streaming import image_folder_records, open_shards, write_shards
+
+    records, total, meta = image_folder_records(photos)
+    write_shards(records, tmp_path / "shards", kind="images", meta=meta, total=total, progress=False)
+    recipe = Recipe(size=(64, 64), train=train, augmentation="imagenet", hflip=True)
+    folder, collate = image_folder(photos, recipe, decoder, MEAN, STD)
+    decode, _ = image_decoder(recipe, decoder, MEAN, STD)
+    shards = open_shards(str(tmp_path / "shards"), decode=decode)
+    names = [shards._record(index)["name"] for index in range(8)]  # the shards hold the folder's files shuffled
+    in_folder = [[os.path.relpath(path, photos) for path, _ in folder.samples].index(name) for name in names]
+    batches = []
+    for dataset, indices in ((folder, in_folder), (shards, range(8))):
+        torch.manual_seed(5)  # the same stream for both: the same crops and flips
+        images, targets = (collate or default_collate)([dataset[index] for index in indices])
+        batches.append((images.finish_on_device(CPU) if hasattr(images, "finish_on_device") else images, targets))
+    assert torch.equal(batches[0][0], batches[1][0]) and torch.equal(batches[0][1], batches[1][1])
+
+
+@pytest.mark.parametrize("decoder", ["cpu", "nvjpeg"])
+def test_a_truncated_jpeg_in_a_shard_is_the_shards_one_line_error_or_skipped(photos, tmp_path, decoder, caplog):
+    from basetrainer.data.streaming import open_shards, write_shards
+
+    good = [os.path.join(photos, "0", name) for name in sorted(os.listdir(os.path.join(photos, "0")))]
+    records = [{"image": open(path, "rb").read()[:2000 if index == 0 else None], "label": 0, "name": f"0/{index}.jpg"}
+               for index, path in enumerate(good)]
+    write_shards(records, tmp_path / "shards", kind="images", meta={"classes": ["0"]}, progress=False)
+    decode, _ = image_decoder(Recipe(size=(32, 32), train=True), decoder, MEAN, STD)
+    with pytest.raises(DataError, match=r"^train_data: cannot decode sample 0 \(0/0.jpg\) of shard .*image file is "
+                                        r"truncated"):
+        open_shards(str(tmp_path / "shards"), decode=decode, name="train_data")[0]
+    skipping = open_shards(str(tmp_path / "shards"), decode=decode, on_bad_image="skip", name="train_data")
+    with caplog.at_level(logging.WARNING, logger="basetrainer"):
+        sample, target = skipping[0]
+    assert target == 0 and "skipping sample 0 (0/0.jpg)" in caplog.text
