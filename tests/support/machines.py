@@ -21,8 +21,11 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import weakref
+
+from . import TESTS
 
 SUBNET = "10.231.{}.0/24"  # the /24 of one harness (its third number from the process id); nothing else is in it
 _NETNS_ETC = "/etc/netns"
@@ -121,6 +124,15 @@ class Machines:
         process = subprocess.Popen(command, env=env, start_new_session=True, **popen_kwargs)
         self._processes.append(process)
         return process
+
+    def python(self, machine, args, log, env=None) -> subprocess.Popen:
+        """Starts ``python args...`` on ``machine`` as :func:`support.processes.run_python` would (this Python, one
+        thread, in tests/), its output going to the file ``log``."""
+        from .processes import python_env  # here: the zygote that module starts is of no use in a namespace
+
+        with open(log, "w") as output:
+            return self.run(machine, [sys.executable, *args], env=python_env(env), cwd=TESTS, stdout=output,
+                            stderr=subprocess.STDOUT)
 
     def pids(self, machine):
         """The process ids running in ``machine``."""
