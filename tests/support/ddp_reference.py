@@ -7,10 +7,10 @@ from basetrainer.data import TrainSampler
 from .workers.tiny import NoisyBlobs, parse
 
 
-def one_process_weights(work_dir, ranks, epochs, accumulate=1):
+def one_process_weights(work_dir, ranks, epochs, accumulate=1, train_size=96):
     """The tiny job's weights after ``epochs``, from one process stepping on the gradient averaged over every
     rank's batch (and, accumulating, over each rank's ``accumulate`` batches), as DDP does."""
-    cfg = parse(["--work-dir", str(work_dir), "--epochs", str(epochs), "--plain"])
+    cfg = parse(["--work-dir", str(work_dir), "--epochs", str(epochs), "--plain", "--train-size", str(train_size)])
     dataset = NoisyBlobs(cfg.train_size, 0, augment=False)
     torch.manual_seed(cfg.seed)  # the trainer seeds before build_model: the same initial weights
     model = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.0), nn.Linear(32, 4))
