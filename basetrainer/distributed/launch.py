@@ -16,7 +16,7 @@
 A worker that fails stops the others within seconds, and its error reaches the caller: user-facing errors
 (``BaseTrainerError``) keep their type and one-line message, any other error comes with that worker's traceback. A
 worker that finished its work counts as done even if something kills it while it exits, and workers exit without
-the interpreter's finalization (see ``_exit_now``). Across machines, gloo uses :mod:`.interfaces`' choice.
+the interpreter's finalization (see ``_exit_now``). Across machines, gloo uses the interface ``interfaces.py`` chooses.
 """
 import ast
 import atexit
