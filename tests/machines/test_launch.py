@@ -23,9 +23,17 @@ def finish(process, log, timeout=240):
 
 @pytest.fixture(scope="module")
 def launched(machines, tmp_path_factory):
-    """One launch job on the module's 2 machines: machine 1 started EARLY_SECONDS before machine 0."""
+    """One launch job on the module's 2 machines, machine 1 started EARLY_SECONDS before machine 0; beside it, from
+    the start, one process given an address no machine has and one given a port nothing serves (5 s timeouts)."""
     root = tmp_path_factory.mktemp("launch")
     url = f"tcp://{machines[0].address}:29500"
+    wrong_urls = {"port": f"tcp://{machines[1].address}:29599",
+                  "address": f"tcp://{machines[0].address.rsplit('.', 1)[0]}.99:29500"}
+    started = time.monotonic()
+    wrong = {where: machines.python(machine, [TINY, "--procs", 1, "--machines", 2, "--machine-rank", 1, "--dist-url",
+                                              wrong_urls[where], "--work-dir", root / where, "--timeout", 5],
+                                    root / f"{where}.log")
+             for where, machine in (("port", machines[0]), ("address", machines[1]))}
 
     def start(rank):
         return machines.python(machines[rank], [TINY, *JOB, "--machines", 2, "--machine-rank", rank, "--dist-url",
@@ -36,8 +44,10 @@ def launched(machines, tmp_path_factory):
     time.sleep(EARLY_SECONDS)
     waited = first.poll() is None
     second = start(0)
+    wrong = {where: (wrong_urls[where], *finish(p, root / f"{where}.log", timeout=120), time.monotonic() - started)
+             for where, p in wrong.items()}
     results = [finish(second, root / "machine0.log"), finish(first, root / "machine1.log")]
-    return root, waited, results
+    return root, waited, results, wrong
 
 
 @pytest.fixture(scope="module")
@@ -53,54 +63,36 @@ def torchrun(machines, tmp_path_factory):
 
 
 def test_two_machines_of_two_processes_through_launch_train_to_one_process_s_weights(launched, tmp_path):
-    root, _, results = launched
+    root, _, results, _ = launched
     assert [code for code, _ in results] == [0, 0], results
     assert_equal_to_one_process(load_result(root / "w.pt")["weights"], one_process_weights(tmp_path, 4, 2))
 
 
 def test_machine_1_started_before_machine_0_waits_for_it_then_trains(launched):
-    _, waited, results = launched
+    _, waited, results, _ = launched
     assert waited and results[1][0] == 0, results[1][1][-3000:]
 
 
 def test_gloo_uses_the_interface_that_reaches_the_rendezvous_host_and_says_so(launched, machines):
-    _, _, results = launched
+    _, _, results, _ = launched
     for machine, (_, log) in zip(machines, results):
         assert (f"running 2 CPU processes with the gloo backend; gloo on eth0 ({machine.address}), which reaches "
                 f"the rendezvous host {machines[0].address}") in log
 
 
-def test_torchrun_on_two_machines_trains_to_the_weights_of_launch(torchrun, launched):
+def test_torchrun_on_two_machines_trains_to_the_weights_of_launch(torchrun, launched, machines):
     root, results = torchrun
     assert [code for code, _ in results] == [0, 0], [log[-3000:] for _, log in results]
     assert same_weights(load_result(root / "w.pt")["weights"], load_result(launched[0] / "w.pt")["weights"])
-    # machine 0's own name resolves to loopback: it finds its one outward interface
-    assert f"gloo on eth0 ({machines_address(results, 0)})" in results[0][1]
-
-
-def machines_address(results, index):
-    line = next(line for line in results[index][1].splitlines() if "gloo on eth0 (" in line)
-    return line.split("gloo on eth0 (")[1].split(")")[0]
-
-
-@pytest.fixture(scope="module")
-def wrong(machines, tmp_path_factory):
-    """At once: machine 1 given an address no machine has, machine 0 a port nothing serves; 5 s timeouts."""
-    root = tmp_path_factory.mktemp("wrong")
-    urls = {"port": f"tcp://{machines[1].address}:29599",
-            "address": f"tcp://{machines[0].address.rsplit('.', 1)[0]}.99:29500"}
-    started = time.monotonic()
-    processes = {where: machines.python(machine, [TINY, "--procs", 1, "--machines", 2, "--machine-rank", 1,
-                                                  "--dist-url", urls[where], "--work-dir", root / where,
-                                                  "--timeout", 5], root / f"{where}.log")
-                 for where, machine in (("port", machines[0]), ("address", machines[1]))}
-    return {where: (urls[where], *finish(p, root / f"{where}.log", timeout=120), time.monotonic() - started)
-            for where, p in processes.items()}
+    # under torchrun the rendezvous host is machine 0's name, which resolves to loopback there: machine 0 takes its
+    # one outward interface
+    for machine, (_, log) in zip(machines, results):
+        assert f"gloo on eth0 ({machine.address}), which reaches the rendezvous host" in log
 
 
 @pytest.mark.parametrize("where", ["address", "port"])
-def test_a_wrong_rendezvous_address_or_port_ends_in_one_line_naming_it_after_the_timeout(wrong, where):
-    url, code, log, seconds = wrong[where]
+def test_a_wrong_rendezvous_address_or_port_ends_in_one_line_naming_it_after_the_timeout(launched, where):
+    url, code, log, seconds = launched[3][where]
     assert code == 2, log[-2000:]
     assert log.strip().splitlines()[-1].startswith(f"error: rank 1 could not join the process group at {url} (")
     assert seconds >= 5

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 
@@ -231,14 +232,12 @@ def _kill_namespace(name):
 def _handle_sigterm():
     """A SIGTERM (a CI job cancelled, pytest-timeout) ends this process through its exit handlers, which remove the
     machines, instead of killing it with them in place."""
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and _is_main_thread():
-        signal.signal(signal.SIGTERM, lambda signum, frame: (_ for _ in ()).throw(SystemExit(128 + signum)))
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
-def _is_main_thread():
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 @atexit.register
