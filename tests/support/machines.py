@@ -2,7 +2,7 @@
 
 :class:`Machines` makes ``n`` of them and owns everything it made: the namespaces (``bt<pid>n<k>m<i>``: the
 process id, the harness's number in it, the machine's), the bridge (``btb<pid>n<k>``) and the veth pairs that join
-them, each machine's ``/etc/netns/<name>/hosts``, and every process started in them. It removes all of it on leaving its ``with`` block, at the interpreter's exit, on SIGTERM and when
+them, each machine's ``/etc/netns/<name>/hosts``, and every process started in them. It removes all of it on leaving its ``with`` block, at the interpreter's exit, on SIGTERM (an interruption) and when
 it is collected; a run that died without cleaning up (SIGKILL) is cleaned up by the next one, which removes the
 things of any process id that no longer runs.
 
@@ -230,14 +230,14 @@ def _kill_namespace(name):
 
 
 def _handle_sigterm():
-    """A SIGTERM (a CI job cancelled, pytest-timeout) ends this process through its exit handlers, which remove the
-    machines, instead of killing it with them in place."""
+    """A SIGTERM (a CI job cancelled, pytest-timeout) is an interruption, as Ctrl-C's: pytest stops and tears down,
+    a script unwinds, and the exit handlers remove the machines, instead of the process dying with them in place."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
 
 
-def _exit_on_sigterm(signum, frame):
-    raise SystemExit(128 + signum)
+def _interrupt_on_sigterm(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @atexit.register
