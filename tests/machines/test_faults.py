@@ -73,7 +73,8 @@ def test_a_link_cut_for_5_s_within_the_timeout_is_waited_out_and_the_run_trains_
         cut_and_waited_out, tmp_path):
     root, ended = cut_and_waited_out
     assert [code for code, _ in ended] == [0, 0], [log[-3000:] for _, log in ended]
-    assert_equal_to_one_process(load_result(root / "w.pt")["weights"], one_process_weights(tmp_path, 2, 2, train_size=TRAIN_SIZE))
+    reference = one_process_weights(tmp_path, ranks=2, epochs=2, train_size=TRAIN_SIZE)
+    assert_equal_to_one_process(load_result(root / "w.pt")["weights"], reference)
 
 
 def test_a_machine_lost_ends_the_other_s_processes_in_one_line_naming_it_with_the_requeue_exit_code(

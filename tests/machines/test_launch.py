@@ -65,7 +65,7 @@ def torchrun(machines, tmp_path_factory):
 def test_two_machines_of_two_processes_through_launch_train_to_one_process_s_weights(launched, tmp_path):
     root, _, results, _ = launched
     assert [code for code, _ in results] == [0, 0], results
-    assert_equal_to_one_process(load_result(root / "w.pt")["weights"], one_process_weights(tmp_path, 4, 2))
+    assert_equal_to_one_process(load_result(root / "w.pt")["weights"], one_process_weights(tmp_path, ranks=4, epochs=2))
 
 
 def test_machine_1_started_before_machine_0_waits_for_it_then_trains(launched):

@@ -2,9 +2,10 @@
 
 :class:`Machines` makes ``n`` of them and owns everything it made: the namespaces (``bt<pid>n<k>m<i>``: the
 process id, the harness's number in it, the machine's), the bridge (``btb<pid>n<k>``) and the veth pairs that join
-them, each machine's ``/etc/netns/<name>/hosts``, and every process started in them. It removes all of it on leaving its ``with`` block, at the interpreter's exit, on SIGTERM (an interruption) and when
-it is collected; a run that died without cleaning up (SIGKILL) is cleaned up by the next one, which removes the
-things of any process id that no longer runs.
+them, each machine's ``/etc/netns/<name>/hosts``, and every process started in them. It removes all of it on leaving
+its ``with`` block, at the interpreter's exit, on SIGTERM (an interruption, as Ctrl-C) and when it is collected; a
+run that died without cleaning up (SIGKILL) is cleaned up by the next one, which removes the things of any process
+id that no longer runs.
 
 The bridge has no address and no uplink, and each namespace only the route to the harness's /24: a process in a
 machine can reach the other machines and nothing else. Each machine is named ``m<i>`` (its own UTS host name) and
