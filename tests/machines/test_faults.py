@@ -1,11 +1,13 @@
-"""Machines lost and links cut, on 2 machines x 1 process through launch (one shared work dir, as a shared
-file system): a machine killed mid-epoch ends the other's processes in one line naming it, with the exit code a
-scheduler requeues on, and the job started again with ``resume: auto`` ends as a run that lost nothing; a link down
-for 5 s mid-all-reduce is waited out when the timeout allows it, and ends the job through the watchdog, naming the
-ranks gone quiet, when it does not. Rank 1 (machine 1) pauses after step 6 (of 36), so that the fault lands
-mid-epoch whatever the machine's load. One process per machine: with 2 ranks gloo's sums do not depend on the order
-it adds in, which with 4 depends on DDP's bucket layout, rebuilt after a fresh DDP's first step (a resumed run then
-differs from an uninterrupted one in the last bits, on one machine as on two)."""
+"""Machines lost and links cut, on 2 machines x 1 process through launch (one shared work dir, as a shared file
+system): a machine killed mid-epoch ends the other's processes in one line naming it, with the exit code a scheduler
+requeues on, and the job started again with ``resume: auto`` ends as a run that lost nothing; a link down for 5 s
+mid-all-reduce is waited out when the timeout allows it, and ends the job through the watchdog, naming the ranks
+gone quiet, when it does not; ``torchrun --nnodes 1:2 --max-restarts 1`` goes on with the machine left. Rank 1
+(machine 1) pauses after step 6 (of 36), so that the fault lands mid-epoch whatever the machine's load.
+
+One process per machine: with 2 ranks gloo's sums do not depend on the order it adds in, which with 4 depends on
+DDP's bucket layout, rebuilt after a fresh DDP's first step (a resumed run then differs from an uninterrupted one in
+the last bits, on one machine as on two)."""
 import os
 import time
 
@@ -109,3 +111,19 @@ def test_a_link_cut_longer_than_the_watchdog_allows_ends_the_job_naming_the_rank
     assert processes[1].wait(timeout=60) == 124
     assert "the store does not answer (rank 0, which hosts it, may be dead or cut off)" in (
         tmp_path / "run1.log").read_text()
+
+
+def test_torchrun_elastic_over_1_to_2_machines_goes_on_with_the_one_left_when_a_machine_is_lost(machines, tmp_path):
+    elastic = ["-m", "torch.distributed.run", "--nnodes", "1:2", "--nproc_per_node", 1, "--max-restarts", 1,
+               "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{machines[0].hostname}:29400", "--rdzv_id", "job",
+               "--rdzv_conf", "last_call_timeout=1"]
+    job = [TINY, *JOB[4:], "--resume", "auto", "--hang-on-rank", "1:6", "--timeout", 60, "--work-dir",
+           tmp_path / "work", "--out", tmp_path / "w.pt"]
+    processes = [machines.python(m, [*elastic, *job], tmp_path / f"run{m.index}.log") for m in machines]
+    wait_for_checkpoint(tmp_path, processes)
+    time.sleep(1)
+    machines.kill(machines[1])
+    code, log = results(tmp_path, processes[:1], timeout=180)[0]
+    assert code == 0, log[-3000:]
+    assert "last.pth was written by 2 process(es), this run has 1" in log  # restarted on machine 0 alone, resumed
+    assert load_result(tmp_path / "w.pt")["logs"]["epoch"] == 1  # and trained to the end (epochs 0 and 1)
