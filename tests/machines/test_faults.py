@@ -108,9 +108,12 @@ def test_a_link_cut_longer_than_the_watchdog_allows_ends_the_job_naming_the_rank
     assert code == 124, log[-3000:]
     line = log.strip().splitlines()[-1]
     assert line.startswith("error: rank 0: watchdog: ") and "rank(s) [1]" in line, line  # the peer cut off
-    assert processes[1].wait(timeout=60) == 124
-    assert "the store does not answer (rank 0, which hosts it, may be dead or cut off)" in (
-        tmp_path / "run1.log").read_text()
+    # the far side: its own watchdog, or, when the link came back first, machine 0's processes gone
+    far_code, far_line = processes[1].wait(timeout=60), (tmp_path / "run1.log").read_text().strip().splitlines()[-1]
+    assert (far_code, far_line.endswith("the store does not answer (rank 0, which hosts it, may be dead or cut off); "
+                                        "ending this process (exit code 124) so that a restart can take over")) in [
+        (124, True), (75, False)], far_line
+    assert far_code == 124 or f"the machine at {machines[0].address} went away" in far_line, far_line
 
 
 def test_torchrun_elastic_over_1_to_2_machines_goes_on_with_the_one_left_when_a_machine_is_lost(machines, tmp_path):
