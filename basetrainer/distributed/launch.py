@@ -10,14 +10,13 @@
 - started by torchrun (RANK, WORLD_SIZE, LOCAL_RANK set) or as one of several SLURM tasks:
   spawn nothing, join the group the launcher made, run ``main_func``;
 - ``distributed=False`` or one process in all: run ``main_func`` here;
-- otherwise: spawn ``num_gpus_per_machine`` workers on this machine, each joining one
-  group of ``num_machines * num_gpus_per_machine`` ranks (NCCL on GPUs, gloo on CPUs).
+- otherwise: spawn ``num_gpus_per_machine`` workers on this machine, each joining one group of
+  ``num_machines * num_gpus_per_machine`` ranks (NCCL on GPUs, gloo on CPUs).
 
-A worker that fails stops the others within seconds, and its error reaches the caller:
-user-facing errors (``BaseTrainerError``) keep their type and one-line message, any
-other error comes with that worker's traceback. A worker that finished its work counts as
-done even if something kills it while it exits, and workers exit without the interpreter's
-finalization (see ``_exit_now``).
+A worker that fails stops the others within seconds, and its error reaches the caller: user-facing errors
+(``BaseTrainerError``) keep their type and one-line message, any other error comes with that worker's traceback. A
+worker that finished its work counts as done even if something kills it while it exits, and workers exit without
+the interpreter's finalization (see ``_exit_now``). Across machines, gloo uses the interface ``interfaces.py`` chooses.
 """
 import ast
 import atexit
@@ -38,15 +37,24 @@ import traceback
 import torch
 import torch.multiprocessing as mp
 
-from .. import errors
-from ..errors import BaseTrainerError, LaunchError, disk_full, one_line
+from ..errors import BaseTrainerError, LaunchError, disk_full
 from ..utils.console import exit_with
 from ..utils.log import REPLICA_GROUP_VARIABLE, get_logger
 from . import comm, replica_groups, signals, watchdog
-from .children import die_with_parent, guessed_cause, how_it_ended
-from .process_group import (destroy_process_group, init_process_group, join_store, resolve_dist_url,
-                            run_in_adopted_group, run_in_existing_group, started_by_slurm, started_by_torchrun,
-                            started_in_a_group)
+from .children import die_with_parent, how_it_ended
+from .failures import FINISHED, worker_error
+from .interfaces import choose_gloo_interface
+from .process_group import (
+    destroy_process_group,
+    init_process_group,
+    join_store,
+    resolve_dist_url,
+    run_in_adopted_group,
+    run_in_existing_group,
+    started_by_slurm,
+    started_by_torchrun,
+    started_in_a_group,
+)
 from .threads import choose_threads
 
 logger = get_logger()
@@ -105,9 +113,12 @@ def _launch(main_func, num_gpus_per_machine, num_machines, machine_rank, dist_ur
         backend = "nccl"
     else:
         backend = "gloo"
-        logger.warning("no CUDA on this machine: running %d CPU processes with the gloo backend", num_gpus_per_machine)
     _check_main_guard(caller)
     dist_url, store = resolve_dist_url(dist_url, num_machines, machine_rank, world_size, timeout)  # held to the end
+    interface = choose_gloo_interface(dist_url, num_machines > 1)  # the workers inherit GLOO_SOCKET_IFNAME
+    cpu = backend == "gloo" and f"no CUDA on this machine: running {num_gpus_per_machine} CPU processes"
+    if cpu or interface:
+        logger.warning("%s", "; ".join(line for line in (cpu and cpu + " with the gloo backend", interface) if line))
     _spawn(main_func, args, num_gpus_per_machine, world_size, machine_rank, dist_url, backend, timeout,
            hosted=store is not None)
 
@@ -133,7 +144,7 @@ def _spawn(main_func, args, nprocs, world_size, machine_rank, dist_url, backend,
         finally:
             _stop(processes)
     if failed is not None:
-        raise _worker_error(failed, processes, still_running, received + _drain(reports), first_rank, timeout)
+        raise worker_error(failed, processes, still_running, received + _drain(reports), first_rank, timeout)
 
 
 # Imported once by the server the workers fork from, when this process has imported their package
@@ -163,7 +174,7 @@ def _wait_for_first_failure(processes, reports, first_rank):
             processes[index].join()
             received += _drain(reports)
             code, rank = processes[index].exitcode, first_rank + index
-            if code != 0 and any(report[1:3] == (rank, _FINISHED) for report in received):
+            if code != 0 and any(report[1:3] == (rank, FINISHED) for report in received):
                 logger.warning("worker rank %d finished its work, then %s while exiting; its work stands", rank,
                                how_it_ended(code))
             elif code != 0:
@@ -205,7 +216,7 @@ def _worker(local_rank, reports, main_func, args, nprocs, world_size, machine_ra
         init_process_group(backend, dist_url, world_size, rank, timeout, store=store)
         comm.set_local_rank(local_rank)
         main_func(*args)
-        reports.put((time.time(), rank, _FINISHED, "", ""))
+        reports.put((time.time(), rank, FINISHED, "", ""))
     except BaseException as e:  # noqa: B902 - every failure must reach the launcher
         code = _report_failure(e, rank, reports)
     finally:
@@ -227,23 +238,18 @@ def _report_failure(error, rank, reports) -> int:
     return code
 
 
-_FINISHED = "finished"  # a worker's report that its work is done (not an error)
-
-
 def _exit_now(code):
     """Ends a worker with ``code``, without the interpreter's finalization.
 
-    DDP keeps its process group alive past ``destroy_process_group`` (until the process
-    ends), and a gloo worker thread may still hold a finished collective's tensors. If it
-    drops the last reference to one that Python also held while the interpreter finalizes,
-    it needs the GIL, Python ends that thread (pthread_exit), and the unwinding through
-    C++ aborts the process: "terminate called without an active exception", SIGABRT, after
-    all the job's work was done. So the worker does what finalization would do for it, in
-    its order (``threading._shutdown``: the thread pools' exit hooks, which stop the pools
-    that libraries leave running, torch.compile's among them, then waiting for the threads
-    that are left; the atexit handlers, multiprocessing's among them; collecting what is
-    left, which closes forgotten files; flushing) and leaves with ``os._exit``, as forked
-    multiprocessing workers always do.
+    DDP keeps its process group alive past ``destroy_process_group`` (until the process ends), and a gloo worker
+    thread may still hold a finished collective's tensors. If it drops the last reference to one that Python also
+    held while the interpreter finalizes, it needs the GIL, Python ends that thread (pthread_exit), and the
+    unwinding through C++ aborts the process: "terminate called without an active exception", SIGABRT, after all the
+    job's work was done. So the worker does what finalization would do for it, in its order
+    (``threading._shutdown``: the thread pools' exit hooks, which stop the pools that libraries leave running,
+    torch.compile's among them, then waiting for the threads that are left; the atexit handlers, multiprocessing's
+    among them; collecting what is left, which closes forgotten files; flushing) and leaves with ``os._exit``, as
+    forked multiprocessing workers always do.
     """
     threading._shutdown()  # what the interpreter runs first when it exits
     atexit._run_exitfuncs()
@@ -257,60 +263,8 @@ def _exit_now(code):
     os._exit(code)
 
 
-def _worker_error(failed, processes, still_running, reports, first_rank, timeout):
-    """The error to raise in the launcher for a failed job: the earliest failure's own. A worker that died without
-    reporting an error before the others were stopped (killed) is that failure: what the others reported then (a
-    peer's connection closed, the interruption that stopped them) followed from its death."""
-    reports = [report for report in reports if report[2] != _FINISHED]
-    reported = {report[1] for report in reports}
-    lost = [index for index, process in enumerate(processes) if index not in still_running
-            and process.exitcode not in (0, None) and first_rank + index not in reported]
-    if lost or not reports:
-        index = failed if failed in lost or not lost else lost[0]
-        code = processes[index].exitcode
-        return WorkerLost(f"worker rank {first_rank + index} {how_it_ended(code)} without reporting an error"
-                          f"{guessed_cause(code)}")
-    _, rank, type_name, message, trace = min(reports)
-    error_type = getattr(errors, type_name, None)
-    if isinstance(error_type, type) and issubclass(error_type, BaseTrainerError):
-        message = one_line(error_type(message))
-        return error_type(message if message.startswith("rank ") else f"rank {rank}: {message}")
-    if any(word in (message + type_name).lower() for word in ("timed out", "timeout")):  # gloo words it both ways
-        silent = [first_rank + i for i in still_running]
-        who = f"rank(s) {silent} stopped responding" if silent else "another rank stopped responding"
-        return LaunchError(f"rank {rank}: a collective timed out after {timeout.total_seconds():.0f}s: {who}; "
-                           f"raise dist_timeout if they are only slow")
-    if os.environ.get(REPLICA_GROUP_VARIABLE):  # the console is the job's: the worker wrote its traceback to the log
-        first = next((line.strip() for line in message.splitlines() if line.strip()), "")
-        return GroupWorkerFailed(f"worker rank {rank} failed with {type_name}: {first} (its traceback is in the "
-                                 f"replica group's log/train.log)")
-    return WorkerFailed(f"worker rank {rank} failed with {type_name}: {message}\n\n"
-                        f"-- traceback of rank {rank} --\n{trace}")
-
-
-class WorkerFailed(RuntimeError):
-    """A worker raised an error that is not a ``BaseTrainerError``; the message holds its traceback."""
-
-
-class GroupWorkerFailed(LaunchError):
-    """In a replica group: a worker raised an error that is not a ``BaseTrainerError``, said in one line (its traceback
-    is in the group's log file). Exit code 1, a worker's failure: the supervisor restarts the group."""
-
-    exit_code = 1
-
-
-class WorkerLost(LaunchError):
-    """A worker died without reporting an error (killed: the out-of-memory killer, a failing machine). Exit code 1,
-    as a worker's own failure, not 2 (the user's input): a supervisor restarts such a replica group."""
-
-    exit_code = 1
-
-
 def _drain(queue):
-    items = []
-    while not queue.empty():
-        items.append(queue.get())
-    return items
+    return [queue.get() for _ in iter(queue.empty, True)]  # until empty() says True
 
 
 def _check_main_guard(caller):

@@ -9,7 +9,11 @@ import torch
 import torch.distributed as dist
 
 from ..errors import LaunchError
+from ..utils.log import get_logger
 from . import comm
+from .interfaces import choose_gloo_interface
+
+logger = get_logger()
 
 
 def started_by_torchrun() -> bool:
@@ -41,6 +45,10 @@ def run_in_existing_group(main_func, args, dist_url, timeout):
     if world_size <= 1:
         return main_func(*args)
     backend = "nccl" if torch.cuda.is_available() else "gloo"
+    on_this_machine = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    interface = choose_gloo_interface(os.environ.get("MASTER_ADDR", ""), on_this_machine < world_size)
+    if interface and local_rank == 0:  # the machine's start-up line
+        logger.warning("the machine of ranks %d-%d: %s", rank, rank + on_this_machine - 1, interface)
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
     init_process_group(backend, "env://", world_size, rank, timeout, store=_attempt_store(world_size, timeout))

@@ -144,8 +144,11 @@ class Watchdog:
     def _fire(self, gossip, what: str):
         if self._done.is_set():
             return
-        message = (f"rank {self.rank}: watchdog: {what}{gossip.blame(self.progress())}; ending this process "
-                   f"(exit code {WatchdogTimeout.exit_code}) so that a restart can take over")
+        now, patience = time.monotonic(), 2 * self.interval  # not a decision: whom the line names
+        silent, asking = gossip.silent(now, patience), gossip.asking_since
+        answering = gossip.answered and (asking is None or now - asking < patience)
+        message = (f"rank {self.rank}: watchdog: {what}{gossip.blame(self.progress(), silent, answering)}; ending "
+                   f"this process (exit code {WatchdogTimeout.exit_code}) so that a restart can take over")
         logger.error("%s; the stack of every thread follows\n%s", message, _stacks())
         for handler in logger.handlers:
             handler.flush()
@@ -163,13 +166,15 @@ class _Gossip:
     def __init__(self, store, rank, world_size):
         self.store, self.rank, self.world_size = store, rank, world_size
         self.peers = {}  # rank: (liveness counter, since when it has had that value, progress)
-        self.answered = True
+        self.answered, self.asking_since = True, None  # the store answered the last call; when the current began
         if store is not None:
             _quietly(store.delete_key, f"{_KEY}/done/{rank}")  # an earlier run's
 
     def run(self, watchdog):
         while self.store is not None and not watchdog._done.wait(watchdog.interval):
+            self.asking_since = time.monotonic()
             self.answered = _quietly(self.store.add, f"{_KEY}/alive/{self.rank}", 1) is not None
+            self.asking_since = None
             _quietly(self.store.set, f"{_KEY}/progress/{self.rank}", str(watchdog.progress()))
             if watchdog.quiet() > watchdog.timeout / 2:
                 self._poll()
@@ -190,13 +195,15 @@ class _Gossip:
     def silent(self, now, seconds) -> list:
         return [peer for peer, (_, since, _) in self.peers.items() if now - since >= seconds]
 
-    def blame(self, own_progress) -> str:
-        """Which rank(s) the others wait for: those whose training got least far, when the ranks differ."""
-        if not self.answered:
-            return "; the store does not answer (rank 0, which hosts it, may be dead)"
+    def blame(self, own_progress, silent=(), answering=True) -> str:
+        """Which rank(s) the others wait for: those whose training got least far, when the ranks differ; else
+        those whose watchdog has not reached the store since this one began to look (``silent``: dead, frozen, or
+        cut off from the store's machine); or that the store does not answer (``answering`` False)."""
+        if not answering:  # the last call to the store failed, or the current one has waited too long
+            return "; the store does not answer (rank 0, which hosts it, may be dead or cut off)"
         progress = {peer: count for peer, (_, _, count) in self.peers.items() if count is not None}
         if not progress:
-            return ""
+            return f"; rank(s) {sorted(silent)} silent: dead, frozen, or cut off" if silent else ""
         progress[self.rank] = own_progress
         least = min(progress.values())
         if len(set(progress.values())) == 1:

@@ -9,13 +9,15 @@ import torch
 import torch.nn as nn
 
 from basetrainer.data import EvalSampler, TrainSampler, build_dataloader
+from basetrainer.distributed import failures
 from basetrainer.distributed import launch as launch_module
 from basetrainer.distributed import process_group
 from basetrainer.errors import LaunchError
 from support.compare import load_result, same_weights
+from support.ddp_reference import assert_equal_to_one_process, one_process_weights
 from support.processes import TINY, free_port, popen_python, run_python
 from support.toy import ToyTrainer, blobs, toy_cfg
-from support.workers.tiny import NoisyBlobs, parse
+from support.workers.tiny import NoisyBlobs
 
 pytestmark = pytest.mark.slow
 
@@ -73,33 +75,8 @@ def test_ddp_weights_equal_one_process_trained_on_both_ranks_batches(tmp_path, a
     result = run_python([TINY, "--procs", 2, "--work-dir", tmp_path / "w", "--out", tmp_path / "ddp.pt",
                          "--epochs", 2, "--plain", "--accumulate", accumulate])
     assert result.returncode == 0, result.stderr[-3000:]
-    ddp = load_result(tmp_path / "ddp.pt")["weights"]
-
-    cfg = parse(["--work-dir", str(tmp_path), "--epochs", "2", "--plain"])
-    dataset = NoisyBlobs(cfg.train_size, 0, augment=False)
-    torch.manual_seed(cfg.seed)  # the trainer seeds before build_model: the same initial weights
-    model = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.0), nn.Linear(32, 4))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    samplers = [TrainSampler(dataset, num_replicas=2, rank=r, seed=cfg.seed) for r in range(2)]
-    steps = len(samplers[0]) // cfg.batch_size
-    for epoch in range(cfg.num_epochs):
-        for s in samplers:
-            s.set_epoch(epoch)
-        orders = [list(s) for s in samplers]
-        for first in range(0, steps, accumulate):
-            # DDP averages the ranks' gradients, each of a mean over the rank's 8 samples;
-            # BatchNorm normalises each rank's batch on its own, so batches run separately.
-            loss = 0
-            for b in range(first, first + accumulate):
-                window = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
-                loss = loss + sum(nn.functional.cross_entropy(model(dataset.x[o[window]]), dataset.y[o[window]])
-                                  for o in orders) / (2 * accumulate)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    for k, v in model.state_dict().items():
-        if "running" not in k and "num_batches" not in k:  # DDP keeps rank 0's BatchNorm statistics
-            torch.testing.assert_close(ddp[k], v, atol=1e-5, rtol=1e-4, msg=f"{k} differs")
+    assert_equal_to_one_process(load_result(tmp_path / "ddp.pt")["weights"],
+                                one_process_weights(tmp_path, ranks=2, epochs=2, accumulate=accumulate))
 
 
 def test_evaluation_on_2_ranks_counts_101_samples_and_equals_one_process(two_process_run):
@@ -219,7 +196,7 @@ def test_auto_dist_url_on_one_machine_is_a_store_the_launcher_serves_on_a_port_t
 def test_a_collective_timeout_names_the_ranks_that_stopped_responding(message):
 
     reports = [(1.0, 0, "RuntimeError", message, "Traceback ...")]
-    error = launch_module._worker_error(0, [], still_running=[1], reports=reports, first_rank=0,
+    error = failures.worker_error(0, [], still_running=[1], reports=reports, first_rank=0,
                                         timeout=datetime.timedelta(seconds=5))
     assert isinstance(error, LaunchError)
     assert str(error) == ("rank 0: a collective timed out after 5s: rank(s) [1] stopped responding; "

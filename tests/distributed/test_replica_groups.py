@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from basetrainer.distributed import launch as launching
+from basetrainer.distributed import failures
 from basetrainer.distributed.lighthouse import serving_lighthouse
 from basetrainer.distributed.replica_groups import (
     DEFAULT_SETTINGS,
@@ -154,7 +154,7 @@ def test_a_group_that_succeeded_ended_with_a_user_error_or_saved_and_stopped_is_
 
 
 def test_a_worker_killed_without_an_error_ends_its_launcher_with_a_failure_a_supervisor_restarts():
-    error = launching._worker_error(0, [types.SimpleNamespace(exitcode=-signal.SIGKILL)], [], [], 0, None)
+    error = failures.worker_error(0, [types.SimpleNamespace(exitcode=-signal.SIGKILL)], [], [], 0, None)
     assert isinstance(error, LaunchError) and is_restarted(error.exit_code)
     assert str(error) == ("worker rank 0 was killed by SIGKILL without reporting an error; if nobody killed it, the "
                           "machine perhaps ran out of memory (the kernel's OOM killer sends SIGKILL)")
@@ -163,14 +163,14 @@ def test_a_worker_killed_without_an_error_ends_its_launcher_with_a_failure_a_sup
 def test_a_worker_killed_without_a_word_is_the_failure_not_the_interruption_that_stopped_the_others():
     processes = [types.SimpleNamespace(exitcode=1), types.SimpleNamespace(exitcode=-signal.SIGKILL)]
     stopped = [(2.0, 0, "KeyboardInterrupt", "", "Traceback ...")]  # rank 0, interrupted once rank 1 had died
-    error = launching._worker_error(1, processes, [], stopped, 0, None)
+    error = failures.worker_error(1, processes, [], stopped, 0, None)
     assert str(error).startswith("worker rank 1 was killed by SIGKILL without reporting an error")
 
 
 def test_in_a_replica_group_a_worker_s_failure_is_one_line_and_restarts_the_group(monkeypatch):
     monkeypatch.setenv("BASETRAINER_REPLICA_GROUP", "1")
     reports = [(1.0, 0, "RuntimeError", "Connection closed by peer\nmore", "Traceback ...")]
-    error = launching._worker_error(0, [types.SimpleNamespace(exitcode=1)], [], reports, 0, None)
+    error = failures.worker_error(0, [types.SimpleNamespace(exitcode=1)], [], reports, 0, None)
     assert str(error) == ("worker rank 0 failed with RuntimeError: Connection closed by peer (its traceback is in "
                           "the replica group's log/train.log)")
     assert is_restarted(error.exit_code)

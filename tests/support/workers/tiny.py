@@ -3,8 +3,8 @@
 It covers what a real job does (sharded loader with random augmentation, dropout, SGD
 with momentum, an LR schedule, loss recorder, checkpoints) in a few seconds on a CPU.
 Faults are injected from the command line: ``--kill-at E:B`` SIGKILLs the process after
-batch B of epoch E, ``--raise-on-rank R`` makes rank R raise, ``--hang-on-rank R[:S]`` makes
-rank R stop responding after step S (2), ``--signal-at E:B:NAME`` sends signal NAME to the
+batch B of epoch E, ``--raise-on-rank R`` makes rank R raise, ``--hang-on-rank R[:S[:T]]`` makes
+rank R stop responding after step S (2) for T seconds (for good), ``--signal-at E:B:NAME`` sends signal NAME to the
 launcher (as a cluster does before pre-empting a job), ``--die-once-at E:B`` SIGKILLs rank
 1 the first time only (for torchrun restarts). In any phase: ``--signal-in PHASE:N:NAME`` sends NAME to the launcher
 and ``--kill-in PHASE:N[:S][@R]`` SIGKILLs rank R (0) at the N-th event of PHASE on that
@@ -111,8 +111,8 @@ class Fault(Callback):
         trainer, cfg, here = self.trainer, self.cfg, (self.trainer.epoch, batch)
         if cfg.raise_on_rank is not None and trainer.rank == cfg.raise_on_rank and trainer.iteration == 2:
             raise ValueError(f"injected failure on rank {trainer.rank}")
-        if cfg.hang_on_rank is not None and cfg.hang_on_rank == (trainer.rank, trainer.iteration):
-            time.sleep(3600)
+        if cfg.hang_on_rank is not None and cfg.hang_on_rank[:2] == (trainer.rank, trainer.iteration):
+            time.sleep(cfg.hang_on_rank[2])
         if cfg.kill_at == here:
             os.kill(os.getpid(), signal.SIGKILL)
         if cfg.stop_process_at and cfg.stop_process_at[:2] == here and trainer.rank == 0:
@@ -264,6 +264,12 @@ def _watch_saves_and_loads(phases):
                                                                               load_checkpoint)
 
 
+def _hang_point(text):
+    """``R[:S[:SECONDS]]`` -> (rank, step (2), seconds (3600: for good))."""
+    rank, step, seconds = (text.split(":") + ["2", "3600"][text.count(":"):])[:3]
+    return int(rank), int(step), float(seconds)
+
+
 def _kill_point(text):
     """``PHASE:N[:S][@R]`` -> (phase, n, stage, rank)."""
     point, _, rank = text.partition("@")
@@ -291,8 +297,7 @@ def parse(argv=None):
     p.add_argument("--every-n-iters", dest="every_n_iters", type=int, default=0)
     p.add_argument("--kill-at", dest="kill_at", type=lambda s: tuple(int(v) for v in s.split(":")), default=None)
     p.add_argument("--raise-on-rank", dest="raise_on_rank", type=int, default=None)
-    p.add_argument("--hang-on-rank", dest="hang_on_rank", default=None,
-                   type=lambda s: (int(s.split(":")[0]), int(s.split(":")[1]) if ":" in s else 2))
+    p.add_argument("--hang-on-rank", dest="hang_on_rank", default=None, type=_hang_point)
     p.add_argument("--signal-at", dest="signal_at", default=None,
                    type=lambda s: (int(s.split(":")[0]), int(s.split(":")[1]), s.split(":")[2]))
     p.add_argument("--die-once-at", dest="die_once_at", type=lambda s: tuple(int(v) for v in s.split(":")),
