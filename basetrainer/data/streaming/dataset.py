@@ -93,8 +93,9 @@ class ShardDataset(Dataset):
         """Each image's COCO id in COCO shards, in dataset order."""
         return list(self.manifest.meta.get("image_ids", []))
 
-    def epoch_permutation(self, seed: int, epoch: int) -> list:
-        """The order of ``epoch``'s samples (the training sampler's, instead of a plain permutation)."""
+    def epoch_permutation(self, seed: int, epoch: int):
+        """The order of ``epoch``'s samples (the training sampler's, instead of a plain permutation): an
+        :class:`~basetrainer.data.epoch_order.Order` that computes them, holding 16 bytes a shard."""
         return shard_window_order([int(s["samples"]) for s in self.manifest.shards], seed, epoch, self.window)
 
     def sampler_epoch(self, seed: int, epoch: int) -> None:
