@@ -90,7 +90,7 @@ class Order(Sequence):
             yield from block.tolist()
 
     def __eq__(self, other) -> bool:
-        if not isinstance(other, Sequence) or len(other) != len(self):
+        if not isinstance(other, (Sequence, np.ndarray)) or len(other) != len(self):
             return False
         other = other.array() if isinstance(other, Order) else np.asarray(other)
         return bool(np.array_equal(self.array(), other))

@@ -95,7 +95,7 @@ class ShardDataset(Dataset):
 
     def epoch_permutation(self, seed: int, epoch: int):
         """The order of ``epoch``'s samples (the training sampler's, instead of a plain permutation): an
-        :class:`~basetrainer.data.epoch_order.Order` that computes them, holding 16 bytes a shard."""
+        :class:`~basetrainer.data.epoch_order.Order` that computes them, holding 16 bytes a shard and 64 a window."""
         return shard_window_order([int(s["samples"]) for s in self.manifest.shards], seed, epoch, self.window)
 
     def sampler_epoch(self, seed: int, epoch: int) -> None:

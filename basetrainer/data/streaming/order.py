@@ -12,7 +12,7 @@ buffer of shards). A batch of 64 draws from up to 8 places of a window: write th
 (``basetrainer shards`` does for an image folder), so that consecutive samples are unlike.
 
 Both shuffles are seeded bijections (:mod:`basetrainer.data.bijection`) keyed by ``(seed, epoch)`` and the
-window, so the sample at any position is computed in a few operations: a process holds 16 bytes a shard and a few
+window, so the sample at any position is computed in a few operations: a process holds 16 bytes a shard and 64
 a window, whatever the samples, and a resume at any position costs what a start costs.
 """
 import numpy as np
@@ -36,29 +36,32 @@ class ShardWindows:
         # shard's offset
         self.read_starts = np.concatenate([[0], np.cumsum(sizes[shards])]).astype(np.int64)
         self.offsets = first_sample[shards] - self.read_starts[:-1]
-        self.window_starts = self.read_starts[np.arange(0, count + window, window).clip(max=count)]
-        window_sizes = np.diff(self.window_starts)
-        self.window_keys = mix64(key ^ mix64(np.arange(len(window_sizes), dtype=np.uint64)))
-        self.runs = np.maximum(1, -(-window_sizes // RUN))
-        self.last_run = window_sizes - (self.runs - 1) * RUN  # the last run of a window may be shorter
-        self.turn = (self.window_keys % np.uint64(RUN)).astype(np.int64)
-        self.short_slot = unpermute(self.runs - 1, self.runs, self.window_keys)  # where the short run is read
+        window_starts = self.read_starts[np.arange(0, count + window, window).clip(max=count)]
+        size = np.diff(window_starts)
+        keys = mix64(key ^ mix64(np.arange(len(size), dtype=np.uint64)))
+        runs = np.maximum(1, -(-size // RUN))
+        last_run = size - (runs - 1) * RUN  # the last run of a window may be shorter
+        short_slot = unpermute(runs - 1, runs, keys)  # where the short run is read
+        turn = (keys % np.uint64(RUN)).astype(np.int64)
+        self.window_starts = window_starts
+        # one row a window, so that a block of positions gathers its windows' values at once
+        self.windows = np.stack([window_starts[:-1], size, runs, last_run, short_slot, turn, keys.view(np.int64)],
+                                axis=1) if len(size) else np.zeros((0, 7), dtype=np.int64)
 
     def __len__(self) -> int:
         return int(self.read_starts[-1])
 
     def at(self, positions: np.ndarray) -> np.ndarray:
         window = np.searchsorted(self.window_starts, positions, side="right") - 1
-        start = self.window_starts[window]
-        inside, size = positions - start, self.window_starts[window + 1] - start
-        short_slot, last_run = self.short_slot[window], self.last_run[window]
+        start, size, runs, last_run, short_slot, turn, keys = self.windows[window].T
+        inside = positions - start
         # the runs are read in the shuffled order; the short one, at short_slot, moves those after it back
         after_short = inside >= short_slot * RUN + last_run
         shifted = np.where(after_short, inside - last_run + RUN, inside)
         slot = np.where((inside >= short_slot * RUN) & ~after_short, short_slot, shifted // RUN)
         within = np.where(slot == short_slot, inside - short_slot * RUN, shifted % RUN)
-        run = permute(slot, self.runs[window], self.window_keys[window])
-        read = start + (run * RUN + within + self.turn[window]) % size
+        run = permute(slot, runs, keys.view(np.uint64))
+        read = start + (run * RUN + within + turn) % size
         shard = np.searchsorted(self.read_starts, read, side="right") - 1
         return read + self.offsets[shard]
 
