@@ -10,6 +10,7 @@ block of positions spanning several windows of an order is one vectorised call.
 import numpy as np
 
 ROUNDS = 4
+BLOCK = 65_536  # values walked at once
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _ROUND_KEYS = [np.uint64((round_ + 1) * 0x9E3779B97F4A7C15 % 2**64) for round_ in range(ROUNDS)]
@@ -34,12 +35,25 @@ def key_of(*numbers) -> np.uint64:
 def permute(values, n, keys) -> np.ndarray:
     """``values`` (int64, each in ``[0, n)``) through the bijection of ``[0, n)`` that ``keys`` names; ``n`` and
     ``keys`` are scalars or arrays as long as ``values``."""
-    return _walk(values, n, keys, forward=True)
+    return _in_blocks(values, n, keys, forward=True)
 
 
 def unpermute(values, n, keys) -> np.ndarray:
     """The inverse of :func:`permute`: ``unpermute(permute(v, n, k), n, k) == v``."""
-    return _walk(values, n, keys, forward=False)
+    return _in_blocks(values, n, keys, forward=False)
+
+
+def _in_blocks(values, n, keys, forward):
+    """:func:`_walk` a block at a time, so that its temporaries stay small whatever the values."""
+    values = np.asarray(values, dtype=np.int64).reshape(-1)
+    if values.size <= BLOCK:
+        return _walk(values, n, keys, forward)
+    n, keys = np.broadcast_to(n, values.shape), np.broadcast_to(keys, values.shape)
+    out = np.empty_like(values)
+    for first in range(0, values.size, BLOCK):
+        block = slice(first, first + BLOCK)
+        out[block] = _walk(values[block], n[block], keys[block], forward)
+    return out
 
 
 def _walk(values, n, keys, forward):

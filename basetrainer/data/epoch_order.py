@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-BLOCK = 65_536  # samples computed at once while iterating
+FIRST_BLOCK, BLOCK = 1_024, 65_536  # samples computed at once while iterating: a few first, then more
 
 
 class Permutation:
@@ -77,9 +77,12 @@ class Order(Sequence):
         return self.base.at(positions % self.size) if self.size else positions
 
     def blocks(self, block: int = BLOCK):
-        """The view's samples, ``block`` at a time, as int64 arrays."""
-        for first in range(0, self.length, block):
-            yield self.chunk(first, min(block, self.length - first))
+        """The view's samples as int64 arrays: ``FIRST_BLOCK`` (so that a first batch costs little), then twice as
+        many each time up to ``block``."""
+        first, size = 0, min(FIRST_BLOCK, block)
+        while first < self.length:
+            yield self.chunk(first, min(size, self.length - first))
+            first, size = first + size, min(2 * size, block)
 
     def array(self) -> np.ndarray:
         """The view's samples as one int64 array (8 bytes a sample: for tests and small orders)."""

@@ -60,6 +60,7 @@ class ShardDataset(Dataset):
                                           _read_or_none(self.location.file(INDEX)) or "{}", str(self.location))
             self._check_local_sizes()
         self._reader, self._reader_pid, self._warned = None, None, set()
+        self._shard_sizes = None  # made by the first epoch_permutation
 
     # ------------------------------------------------------------------ what the engine reads
     def __len__(self) -> int:
@@ -96,7 +97,9 @@ class ShardDataset(Dataset):
     def epoch_permutation(self, seed: int, epoch: int):
         """The order of ``epoch``'s samples (the training sampler's, instead of a plain permutation): an
         :class:`~basetrainer.data.epoch_order.Order` that computes them, holding 16 bytes a shard and 64 a window."""
-        return shard_window_order([int(s["samples"]) for s in self.manifest.shards], seed, epoch, self.window)
+        if self._shard_sizes is None:
+            self._shard_sizes = np.array([int(shard["samples"]) for shard in self.manifest.shards], dtype=np.int64)
+        return shard_window_order(self._shard_sizes, seed, epoch, self.window)
 
     def sampler_epoch(self, seed: int, epoch: int) -> None:
         """Called by the training sampler before each epoch (before its workers start): seeds the augmentation."""
