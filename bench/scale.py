@@ -13,9 +13,11 @@ to ``--list-up-to`` samples (10^8 would take about 4 GB and half a minute a proc
 
 ``--quality`` measures what the shuffle keeps, over one epoch of that many samples in the same shards, for a full
 permutation, this order at several shuffle windows and MosaicML Streaming's default ``py1e`` (reimplemented here
-from its description: shard spans displaced uniformly within a block of 262,144 samples, one canonical node):
-how far a sample moves from its place in the files, and how many shards, and how many of 100 sources written one
-after the other (the first 1% of the shards from the first source, and so on), a global batch of 256 draws from.
+from its description: shard spans displaced uniformly within a block of samples, one canonical node; its default
+block, 262,144, and blocks of as many shards as this order's windows of 4 and 64 read at once):
+how far a sample moves from its place in the files (a fraction of the epoch), and how many shards, and how many
+of 100 sources written one after the other (the first 1% of the shards from the first source, and so on), a
+global batch of 256 draws from.
 Figures: bench/RESULTS.md, "An epoch's order at scale".
 """
 import argparse
@@ -122,7 +124,8 @@ def quality(samples: int, per_shard: int, batch: int = 256) -> list:
     orders = {"full permutation": rng.permutation(samples)}
     for window in (4, 16, 64):
         orders[f"shard windows, shuffle_window {window}"] = ShardSizes(sizes, window).epoch_permutation(0, 1).array()
-    orders["py1e, block 262,144"] = py1e(sizes, seed=0, epoch=1, block=1 << 18)
+    for block in (4 * per_shard, 64 * per_shard, 1 << 18):  # as many shards at once as windows of 4 and 64; default
+        orders[f"py1e, block {block:,}"] = py1e(sizes, seed=0, epoch=1, block=block)
     shard_of = np.repeat(np.arange(len(sizes)), sizes)
     source_of = shard_of * 100 // len(sizes)
     rows = []

@@ -2,7 +2,6 @@
 padding pads as DistributedSampler pads, and a plain dataset's order is DistributedSampler's."""
 import numpy as np
 import pytest
-import torch
 from torch.utils.data import DistributedSampler
 
 from basetrainer.data.epoch_order import Order, Permutation, epoch_order

@@ -30,6 +30,7 @@ from .cache import ShardCache, fetch_with_retries
 from .location import INDEX, MANIFEST, ShardLocation, parse_size
 from .manifest import read_manifest
 from .order import shard_window_order
+from .sources import ShardMixture, parse_sources
 
 logger = get_logger()
 
@@ -222,10 +223,18 @@ def open_shards(location, transform=None, cache=None, cache_limit=None, retry_se
     shards are downloaded into ``cache`` (default ``~/.cache/basetrainer/shards``), which keeps at most
     ``cache_limit`` bytes (``"50GB"``; None: no limit), each download tried again for ``retry_seconds``;
     ``shuffle_window`` is how many shards an epoch's order reads at once. Everything is checked here, before the
-    first read: one-line errors name the location or the shard."""
-    return ShardDataset(location, transform=transform, cache=cache, cache_limit=cache_limit,
-                        retry_seconds=retry_seconds, shuffle_window=shuffle_window, on_bad_image=on_bad_image,
-                        name=name)
+    first read: one-line errors name the location or the shard.
+
+    ``location`` may be a list of sources, ``[{"path": "s3://bucket/web", "weight": 3}, {"path": ..., "weight":
+    1}]``: one data set (a :class:`~basetrainer.data.streaming.sources.ShardMixture`) whose training epochs mix
+    them by weight (see :mod:`.mixture`)."""
+    options = {"transform": transform, "cache": cache, "cache_limit": cache_limit, "retry_seconds": retry_seconds,
+               "shuffle_window": shuffle_window, "on_bad_image": on_bad_image}
+    if not isinstance(location, (list, tuple)):
+        return ShardDataset(location, name=name, **options)
+    sources = parse_sources(location, name)
+    datasets = [ShardDataset(path, name=f"{name}[{i}]", **options) for i, (path, _) in enumerate(sources)]
+    return ShardMixture(datasets, [weight for _, weight in sources], name)
 
 
 def decode_image(data: bytes):
