@@ -4,7 +4,7 @@ the model's and the task's own. Its command line (:mod:`.classification_config`)
 from ..config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
 from ..config.schema import Schema, Setting
 from ..criterion.criterion import loss_name
-from ..data.streaming.settings import SHARDS_SETTING
+from ..data.streaming.settings import SHARDS_SETTING, data_or_sources
 from ..distributed.process_group import check_dist_url
 from ..engine.settings import LOOP_SETTINGS
 from ..metric.metric_specs import MetricList
@@ -58,9 +58,10 @@ TASK_ONLY = Schema([
     Setting("config_file", _PATH, None, "YAML config file (configs/config.yaml documents every key)",
             nullable=True, group="command line", flag={"names": ("-c", "--config_file")}),
     # ---------------------------------------------------------------- data
-    Setting("train_data", _PATH, DEFAULT_TRAIN_DATA,
+    Setting("train_data", data_or_sources(_PATH), DEFAULT_TRAIN_DATA,
             "training ImageFolder, one sub-folder of images per class (the digits are written there when this "
-            "default is missing), or shards of one (see shards)", group="data", flag={}),
+            "default is missing), or shards of one (see shards), or a list of {path, weight} of such shards, mixed "
+            "by weight", group="data", flag={}),
     Setting("test_data", Text(), DEFAULT_TEST_DATA, "evaluation ImageFolder with the same class folders, or shards "
             "of one (\"\": none)", nullable=True, group="data", flag={}),
     SHARDS_SETTING,
