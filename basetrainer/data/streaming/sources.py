@@ -7,6 +7,9 @@ a data set in its order, reads every sample of every source once. The training o
 smaller sources repeated, larger ones read without repeats within their own epoch. Each epoch, the log says what
 each source gave.
 """
+import hashlib
+import types
+
 import numpy as np
 from torch.utils.data import Dataset
 
@@ -74,6 +77,17 @@ class ShardMixture(Dataset):
     @property
     def transform(self):
         return self.datasets[0].transform
+
+    @property
+    def location(self) -> str:
+        """The sources and their weights, as the checkpoint's ``stream`` part records where a run read."""
+        return " + ".join(f"{dataset.location} x {weight:g}" for dataset, weight in zip(self.datasets, self.weights))
+
+    @property
+    def manifest(self):
+        """What identifies the sources' shards: one digest of their manifests' and of the weights."""
+        text = "|".join(f"{dataset.manifest.digest}:{weight!r}" for dataset, weight in zip(self.datasets, self.weights))
+        return types.SimpleNamespace(digest=hashlib.sha256(text.encode()).hexdigest())
 
     def _sources(self) -> list:
         if self._sizes is None:

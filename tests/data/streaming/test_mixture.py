@@ -107,3 +107,16 @@ def test_a_bad_list_of_sources_is_refused_in_one_line(sources, named):
     with pytest.raises(ConfigError, match=r"^train_data") as refused:
         open_shards(sources, name="train_data")
     assert named in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_checkpoint_names_the_sources_and_weights_and_a_resume_on_other_weights_warns(two_folders, caplog):
+    from basetrainer.data.streaming.position import StreamPosition
+
+    mixed = [{"path": two_folders[0], "weight": 3}, {"path": two_folders[1], "weight": 1}]
+    saved = StreamPosition(open_shards(mixed), lambda: 40).state_dict()
+    assert saved["stream"]["location"] == f"{two_folders[0]} x 3 + {two_folders[1]} x 1"
+    reweighted = open_shards([mixed[0], {"path": two_folders[1], "weight": 2}])
+    with caplog.at_level(logging.WARNING, logger="basetrainer"):
+        StreamPosition(reweighted, lambda: 0).load_state_dict(saved, "last.pth")
+    assert any("x 1' -> " in record.getMessage() and "the shards' manifest" in record.getMessage()
+               for record in caplog.records)
