@@ -5,9 +5,9 @@
 
 For each number of samples (shards of ``--shard-samples``, sizes only: no data), one process of ``--world`` builds
 rank 0's share of epoch 1 and takes its first batch of indices, twice: at the epoch's start, and resumed at 90% of
-the epoch (the sampler's skip, as the engine asks it). Each measurement runs in a fresh Python of its own:
-tracemalloc's peak (NumPy's and Python's allocations), the process's peak RSS over what the imports left, and the
-time to the first batch's indices. ``list`` is the order as it was before (reimplemented here from
+the epoch (the sampler's skip, as the engine asks it). Each measurement runs in a fresh Python of its own: the
+time to the first batch's indices and the process's peak RSS over what the imports left, then, computed again,
+tracemalloc's peak (NumPy's and Python's allocations). ``list`` is the order as it was before (reimplemented here from
 ``data/streaming/order.py`` at 44af8e8: a Python list of every sample, sliced for the rank and the resume), run up
 to ``--list-up-to`` samples (10^8 would take about 4 GB and half a minute a process).
 
@@ -99,13 +99,14 @@ def measure_one(args) -> None:
     from basetrainer.data.samplers import TrainSampler  # noqa: F401
 
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    tracemalloc.start()
-    started = time.perf_counter()
+    started = time.perf_counter()  # timed untraced: tracemalloc slows the list's millions of allocations
     first_batch(args.kind, int(args.one), args.shard_samples, args.world, args.batch, args.resume)
     seconds = time.perf_counter() - started
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss
+    tracemalloc.start()
+    first_batch(args.kind, int(args.one), args.shard_samples, args.world, args.batch, args.resume)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss
     print(json.dumps({"kind": args.kind, "samples": int(args.one), "resume": args.resume, "seconds": seconds,
                       "traced_mb": peak / 2**20, "rss_mb": rss / 1024}))
 
