@@ -1,7 +1,7 @@
 """How an epoch's order grows with the samples: time and memory of one process's order, today's against the list.
 
     python bench/scale.py [--samples 1e5 1e6 1e7 1e8 1e9] [--list-up-to 1e7] [--shard-samples 1000] [--world 8]
-                          [--batch 64] [--plot docs/_static/scale.png] [--quality 1e6]
+                          [--batch 64] [--plot docs/_static/scale.png] [--quality 1e6] [--check 1e9]
 
 For each number of samples (shards of ``--shard-samples``, sizes only: no data), one process of ``--world`` builds
 rank 0's share of epoch 1 and takes its first batch of indices, twice: at the epoch's start, and resumed at 90% of
@@ -18,6 +18,8 @@ block, 262,144, and blocks of as many shards as this order's windows of 4 and 64
 how far a sample moves from its place in the files (a fraction of the epoch), and how many shards, and how many
 of 100 sources written one after the other (the first 1% of the shards from the first source, and so on), a
 global batch of 256 draws from.
+``--check`` runs the test's guarantees at that many samples (10^9: about 2 GB of bit arrays and minutes): every
+sample once over 4 ranks in an epoch, and every remaining sample once after a resume on 3 ranks at 90%.
 Figures: bench/RESULTS.md, "An epoch's order at scale".
 """
 import argparse
@@ -163,6 +165,36 @@ def py1e(sizes, seed: int, epoch: int, block: int) -> np.ndarray:
     return samples[np.argsort(places, kind="stable")]
 
 
+def check(samples: int, per_shard: int) -> dict:
+    """The test's guarantees (tests/data/streaming/test_order.py) at ``samples``: 4 ranks read every sample of an
+    epoch once (each batch of 48 to one of 4 loader workers: whole batches, so the ranks' shares are what counts),
+    and a resume on 3 ranks at 90% of the epoch reads every remaining sample once besides the padding."""
+    from basetrainer.data.samplers import TrainSampler
+
+    data, started = ShardSizes(shard_sizes(samples, per_shard)), time.perf_counter()
+    seen, read = np.zeros(samples, dtype=bool), 0
+    for rank in range(4):
+        for ids in TrainSampler(data, 4, rank, seed=3).share().blocks():
+            assert not seen[ids].any(), "a sample read twice"
+            seen[ids], read = True, read + len(ids)
+    assert read == samples and seen.all(), "a sample left out"
+    epoch_s, done = time.perf_counter() - started, samples * 9 // 10 // 192  # global batches of 4 x 48 = 3 x 64
+    seen[:] = False
+    for rank in range(4):
+        for ids in TrainSampler(data, 4, rank, seed=3).share()[:done * 48].blocks():
+            seen[ids] = True
+    remaining, repeated = np.zeros(samples, dtype=bool), 0
+    for rank in range(3):
+        for ids in TrainSampler(data, 3, rank, seed=3).share(skip=done * 64).blocks():
+            fresh = ids[~seen[ids]]
+            assert not remaining[fresh].any(), "a remaining sample read twice"
+            remaining[fresh], repeated = True, repeated + len(ids) - len(fresh)
+    assert (seen | remaining).all(), "a remaining sample left out"
+    padding = -(-samples // 3) * 3 - samples
+    assert repeated == padding, f"{repeated} samples repeated where the padding is {padding}"
+    return {"samples": samples, "epoch_s": epoch_s, "resume_s": time.perf_counter() - started - epoch_s}
+
+
 def plot(results, path) -> None:
     import matplotlib
 
@@ -199,12 +231,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--plot", default=None)
     parser.add_argument("--quality", type=float, default=None)
+    parser.add_argument("--check", type=float, default=None)
     parser.add_argument("--one", type=float, default=None)
     parser.add_argument("--kind", default="views")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     if args.one is not None:
         return measure_one(args)
+    if args.check:
+        print(check(int(args.check), args.shard_samples))
+        return None
     if args.quality:
         for row in quality(int(args.quality), args.shard_samples):
             print(f"| {row['order']} | {row['mean_move']:.3f} | {row['shards_per_batch']:.1f} | "

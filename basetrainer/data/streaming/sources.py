@@ -85,7 +85,7 @@ class ShardMixture(Dataset):
 
     @property
     def manifest(self):
-        """What identifies the sources' shards: one digest of their manifests' and of the weights."""
+        """One digest of the sources' manifests and of their weights, which identifies the shards read."""
         text = "|".join(f"{dataset.manifest.digest}:{weight!r}" for dataset, weight in zip(self.datasets, self.weights))
         return types.SimpleNamespace(digest=hashlib.sha256(text.encode()).hexdigest())
 
