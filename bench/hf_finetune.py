@@ -129,7 +129,7 @@ def basetrainer_side(args):
     adapters = {name: value.detach().clone() for name, value in unwrap_model(trainer.model).state_dict().items()
                 if ".lora_" in name}
     torch.save(adapters, os.path.join(args.out, "initial_adapters.pt"))
-    order = find_sampler(trainer.train_loader).epoch_order()  # epoch 1's, one process: every index in order
+    order = list(find_sampler(trainer.train_loader).epoch_order())  # epoch 1's, one process: every index in order
     with open(os.path.join(args.out, "order.json"), "w", encoding="utf-8") as stream:
         json.dump(order, stream)
     trainer.run()

@@ -1,15 +1,18 @@
 """Samplers whose order is a function of (seed, epoch, rank), so that runs shard over processes and resume exactly.
 
 The rank is the data-parallel rank (:func:`~basetrainer.distributed.comm.get_data_parallel_rank`): the global rank,
-or under a device mesh the place among the processes that see different data. A dataset may give its own epoch
-order with ``epoch_permutation(seed, epoch)`` (shards: a few shards at a time, see
-:mod:`basetrainer.data.streaming.order`) and hear of each epoch with ``sampler_epoch(seed, epoch)``."""
+or under a device mesh the place among the processes that see different data. The epoch's order is
+:func:`~basetrainer.data.epoch_order.epoch_order`'s, a view computed a block at a time: a rank's share and a
+resumed rank's rest are views of it, never copies of the whole order. A dataset may give its own epoch order with
+``epoch_permutation(seed, epoch)`` (shards: a few shards at a time, see :mod:`basetrainer.data.streaming.order`)
+and hear of each epoch with ``sampler_epoch(seed, epoch)``."""
 import math
 
 import torch
 from torch.utils.data import DistributedSampler, Sampler
 
 from ..distributed import comm
+from .epoch_order import Order, epoch_order
 
 
 class TrainSampler(DistributedSampler):
@@ -42,17 +45,20 @@ class TrainSampler(DistributedSampler):
 
     def __iter__(self):
         skip, self._skip = self._skip, 0
-        if not skip and not hasattr(self.dataset, "epoch_permutation"):
-            return super().__iter__()
-        # The ranks took the first skip * num_replicas indices of the epoch's order; the rest is
-        # shared out again. With as many ranks as before that is this rank's share less its first
-        # ``skip``; after an elastic resume it still neither repeats nor leaves out a sample.
-        return iter(self.epoch_order()[skip * self.num_replicas:][self.rank::self.num_replicas])
+        return iter(self.share(skip))
 
-    def epoch_order(self) -> list:
-        """The epoch's whole order, padded as ``DistributedSampler`` pads it: rank r's share is ``[r::num_replicas]``."""
-        order = _permutation(self.dataset, self.seed, self.epoch) if self.shuffle else list(range(len(self.dataset)))
-        return (order * math.ceil(self.total_size / len(order)))[: self.total_size]
+    def share(self, skip: int = 0) -> Order:
+        """This rank's indices of the epoch after the first ``skip`` of its own, as a view of the epoch's order.
+
+        The ranks took the first ``skip * num_replicas`` indices of the epoch's order; the rest is shared out
+        again. With as many ranks as before that is this rank's share less its first ``skip``; after an elastic
+        resume it still neither repeats nor leaves out a sample."""
+        return self.epoch_order()[skip * self.num_replicas:][self.rank::self.num_replicas]
+
+    def epoch_order(self) -> Order:
+        """The epoch's whole order, padded as ``DistributedSampler`` pads it (or cut, with ``drop_last``): rank r's
+        share is ``[r::num_replicas]``. The same order as ``DistributedSampler``'s for a dataset without its own."""
+        return epoch_order(self.dataset, self.seed, self.epoch, self.shuffle).padded(self.total_size)
 
     def __len__(self) -> int:
         return self.num_samples
@@ -90,13 +96,9 @@ class StreamSampler(Sampler):
             yield from self._shard(pass_index)[offset:]
             pass_index, offset = pass_index + 1, 0
 
-    def _shard(self, pass_index):
-        if self.shuffle:
-            order = _permutation(self.dataset, self.seed, pass_index)
-        else:
-            order = list(range(self.dataset_len))
-        total = self.per_rank * self.num_replicas
-        padded = (order * math.ceil(total / self.dataset_len))[:total]  # repeats the start, as DistributedSampler
+    def _shard(self, pass_index) -> Order:
+        order = epoch_order(self.dataset, self.seed, pass_index, self.shuffle)
+        padded = order.padded(self.per_rank * self.num_replicas)  # repeats the start, as DistributedSampler
         return padded[self.rank::self.num_replicas]
 
 
@@ -128,14 +130,6 @@ def find_sampler(loader):
     ):
         sampler = batch_sampler.sampler
     return sampler
-
-
-def _permutation(dataset, seed: int, epoch: int) -> list:
-    """The dataset's own order for ``epoch`` when it has one, else a random permutation of ``(seed, epoch)``."""
-    own = getattr(dataset, "epoch_permutation", None)
-    if own is not None:
-        return own(seed, epoch)
-    return torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed + epoch)).tolist()
 
 
 def _mix(seed: int, epoch: int, rank: int) -> int:

@@ -15,6 +15,7 @@ epoch therefore takes more steps while fewer groups are alive.
 from torch.utils.data import DataLoader
 
 from ..data import loaders as data
+from ..data.epoch_order import Order
 from ..data.samplers import TrainSampler, find_sampler
 from ..distributed import comm
 from ..errors import ConfigError
@@ -69,19 +70,19 @@ def group_batches(groups, loader, epoch: int):
         data.shut_down_workers(inner)
 
 
-def _unpadded_order(sampler: TrainSampler) -> list:
-    """The epoch's order, every sample once (the sampler's pads it for its own ranks)."""
+def _unpadded_order(sampler: TrainSampler) -> Order:
+    """The epoch's order, every sample once (the sampler's pads it for its own ranks), as a view."""
     return sampler.epoch_order()[:len(sampler.dataset)]
 
 
-def _share(order: list, start: int, world: int, rank: int) -> list:
+def _share(order: Order, start: int, world: int, rank: int) -> Order:
     """Process ``rank``'s share of ``order[start:]`` among ``world``: every ``world``-th sample from ``rank`` on, as
     many for every process."""
     rest = order[start:]
     return rest[rank::world][:len(rest) // world]
 
 
-def _loader_over(loader: DataLoader, indices: list) -> DataLoader:
+def _loader_over(loader: DataLoader, indices) -> DataLoader:
     """A loader like ``loader`` (batch size, workers, collation, pinning, worker seeds) over ``indices`` in order."""
     workers = loader.num_workers
     sampler = find_sampler(loader)

@@ -571,3 +571,19 @@ def test_a_num_workers_that_is_neither_auto_nor_a_number_is_refused_in_one_line(
     with pytest.raises(ConfigError, match=r"config key 'num_workers' expects auto or an integer in \[0, 256\], "
                                           r"got str 'many'"):
         task_config(["--num_workers", "many"])
+
+
+def test_train_data_takes_a_list_of_sources_with_weights_to_mix():
+    cfg = task_config(["train_data=[{path: s3://bucket/web, weight: 3}, {path: shards/curated}]"])
+    assert cfg.train_data == [{"path": "s3://bucket/web", "weight": 3}, {"path": "shards/curated"}]
+
+
+@pytest.mark.parametrize("sources, said", [("[{path: a, weight: 0}]", "weight is int 0"),
+                                           ("[{weight: 2}]", "its path is missing"),
+                                           ("[{path: a, wieght: 2}]", "wieght is no field of it"),
+                                           ("[]", "it has 0 items")])
+def test_a_bad_list_of_sources_is_refused_in_one_line(sources, said):
+    with pytest.raises(ConfigError, match=r"config key 'train_data' expects a path or a list of 1 or more "
+                                          r"mappings of path") as refused:
+        task_config([f"train_data={sources}"])
+    assert said in str(refused.value) and "\n" not in str(refused.value)

@@ -37,6 +37,12 @@ def converted(tmp_path_factory):
                                      root / "shards" / "val", "--input_size", "16", "16", "--batch_size", "8",
                                      "--num_epochs", "1", "--num_workers", "0", "--no-progress", "--work_dir",
                                      root / "work"])
+    (root / "mixture.yaml").write_text(yaml.safe_dump({"train_data": [
+        {"path": str(root / "shards" / "train"), "weight": 3}, {"path": str(root / "shards" / "val"), "weight": 1}]}))
+    runs["mixture_run"] = run_command(["basetrainer", "train", "-c", root / "mixture.yaml", "--test_data",
+                                       root / "shards" / "val", "--input_size", "16", "16", "--batch_size", "8",
+                                       "--num_epochs", "1", "--num_workers", "0", "--no-progress", "--work_dir",
+                                       root / "mixture"])
     return root, runs
 
 
@@ -63,3 +69,12 @@ def test_a_missing_image_folder_is_one_line_naming_it(tmp_path, capsys):
     error = capsys.readouterr().err
     assert exit_.value.code == 2 and error.count("\n") == 1 and "--image-folder: no such folder" in error
     assert not (tmp_path / "s").exists()
+
+
+def test_the_classification_task_trains_on_sources_mixed_by_weight_and_says_what_each_gave(converted):
+    root, runs = converted
+    run = runs["mixture_run"]
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = [line for line in (run.stdout + run.stderr).splitlines() if "epoch 1 mixes" in line]
+    assert len(said) == 1, (run.stdout + run.stderr)[-3000:]
+    assert "36 samples (75.0%), 1.00 x its 36" in said[0] and "12 samples (25.0%), 1.00 x its 12" in said[0]

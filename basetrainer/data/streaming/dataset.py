@@ -30,6 +30,7 @@ from .cache import ShardCache, fetch_with_retries
 from .location import INDEX, MANIFEST, ShardLocation, parse_size
 from .manifest import read_manifest
 from .order import shard_window_order
+from .sources import ShardMixture, parse_sources
 
 logger = get_logger()
 
@@ -60,6 +61,7 @@ class ShardDataset(Dataset):
                                           _read_or_none(self.location.file(INDEX)) or "{}", str(self.location))
             self._check_local_sizes()
         self._reader, self._reader_pid, self._warned = None, None, set()
+        self._shard_sizes = None  # made by the first epoch_permutation
 
     # ------------------------------------------------------------------ what the engine reads
     def __len__(self) -> int:
@@ -93,9 +95,12 @@ class ShardDataset(Dataset):
         """Each image's COCO id in COCO shards, in dataset order."""
         return list(self.manifest.meta.get("image_ids", []))
 
-    def epoch_permutation(self, seed: int, epoch: int) -> list:
-        """The order of ``epoch``'s samples (the training sampler's, instead of a plain permutation)."""
-        return shard_window_order([int(s["samples"]) for s in self.manifest.shards], seed, epoch, self.window)
+    def epoch_permutation(self, seed: int, epoch: int):
+        """The order of ``epoch``'s samples (the training sampler's, instead of a plain permutation): an
+        :class:`~basetrainer.data.epoch_order.Order` that computes them, holding 16 bytes a shard and 64 a window."""
+        if self._shard_sizes is None:
+            self._shard_sizes = np.array([int(shard["samples"]) for shard in self.manifest.shards], dtype=np.int64)
+        return shard_window_order(self._shard_sizes, seed, epoch, self.window)
 
     def sampler_epoch(self, seed: int, epoch: int) -> None:
         """Called by the training sampler before each epoch (before its workers start): seeds the augmentation."""
@@ -223,10 +228,18 @@ def open_shards(location, transform=None, cache=None, cache_limit=None, retry_se
     shards are downloaded into ``cache`` (default ``~/.cache/basetrainer/shards``), which keeps at most
     ``cache_limit`` bytes (``"50GB"``; None: no limit), each download tried again for ``retry_seconds``;
     ``shuffle_window`` is how many shards an epoch's order reads at once. Everything is checked here, before the
-    first read: one-line errors name the location or the shard."""
-    return ShardDataset(location, transform=transform, cache=cache, cache_limit=cache_limit,
-                        retry_seconds=retry_seconds, shuffle_window=shuffle_window, on_bad_image=on_bad_image,
-                        name=name, decode=decode)
+    first read: one-line errors name the location or the shard.
+
+    ``location`` may be a list of sources, ``[{"path": "s3://bucket/web", "weight": 3}, {"path": ..., "weight":
+    1}]``: one data set (a :class:`~basetrainer.data.streaming.sources.ShardMixture`) whose training epochs mix
+    them by weight (see :mod:`.mixture`)."""
+    options = {"transform": transform, "cache": cache, "cache_limit": cache_limit, "retry_seconds": retry_seconds,
+               "shuffle_window": shuffle_window, "on_bad_image": on_bad_image, "decode": decode}
+    if not isinstance(location, (list, tuple)):
+        return ShardDataset(location, name=name, **options)
+    sources = parse_sources(location, name)
+    datasets = [ShardDataset(path, name=f"{name}[{i}]", **options) for i, (path, _) in enumerate(sources)]
+    return ShardMixture(datasets, [weight for _, weight in sources], name)
 
 
 def decode_image(data: bytes):

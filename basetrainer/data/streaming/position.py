@@ -8,12 +8,14 @@ the rest of the epoch is not the one the interrupted run would have read: a warn
 """
 from ...utils.log import get_logger
 from .dataset import ShardDataset
+from .sources import ShardMixture
 
 logger = get_logger()
 
 
 class StreamPosition:
-    """The ``stream`` entries of a checkpoint for the training loader's ``dataset`` (a :class:`ShardDataset`);
+    """The ``stream`` entries of a checkpoint for the training loader's ``dataset`` (a :class:`ShardDataset`, or a
+    :class:`~.sources.ShardMixture`, whose location names its sources and weights);
     ``consumed`` returns the samples of the current epoch that all ranks together have taken."""
 
     def __init__(self, dataset: ShardDataset, consumed):
@@ -45,7 +47,7 @@ def stream_parts(loader, state, world_size: int) -> dict:
     """``{"stream": StreamPosition}`` when ``loader`` reads shards, else nothing (what the trainer hands the
     checkpoint manager)."""
     dataset = getattr(loader, "dataset", None)
-    if not isinstance(dataset, ShardDataset):
+    if not isinstance(dataset, (ShardDataset, ShardMixture)):
         return {}
 
     def consumed():

@@ -5,6 +5,7 @@ line (:mod:`.config`), ``configs/config.yaml`` and ``docs/reference/configuratio
 from ...config.kinds import Boolean, Choice, ListOf, Named, Number, Text
 from ...config.schema import Schema, Setting
 from ...criterion.criterion import loss_name
+from ...data.streaming.settings import data_or_sources
 from ...metric.metric_specs import MetricList
 from ...models.settings import MODEL_SETTINGS
 from ...pruning.pruner import prune_mode_name
@@ -26,9 +27,10 @@ _PATH = Text(non_empty=True, meaning="a path")
 TASK_ONLY = Schema([
     COMMON_SETTINGS["config_file"],
     # ---------------------------------------------------------------- data
-    Setting("train_data", _PATH, DEFAULT_TRAIN_DATA,
+    Setting("train_data", data_or_sources(_PATH), DEFAULT_TRAIN_DATA,
             "training ImageFolder, one sub-folder of images per class (the digits are written there when this "
-            "default is missing), or shards of one (see shards)", group="data", flag={}),
+            "default is missing), or shards of one (see shards), or a list of {path, weight} of such shards, mixed "
+            "by weight", group="data", flag={}),
     Setting("test_data", Text(), DEFAULT_TEST_DATA, "evaluation ImageFolder with the same class folders, or shards "
             "of one (\"\": none)", nullable=True, group="data", flag={}),
     COMMON_SETTINGS["shards"],

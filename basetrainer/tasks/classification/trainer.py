@@ -81,7 +81,7 @@ class ClassificationTrainer(EngineTrainer):
 
     # ------------------------------------------------------------------ data
     def build_train_loader(self, cfg, **kwargs):
-        if is_shard_location(cfg.train_data):
+        if isinstance(cfg.train_data, list) or is_shard_location(cfg.train_data):
             dataset, collate = self._shards(cfg, "train_data", train=True)
         else:
             dataset, collate = self._image_folder(cfg, cfg.train_data, train=True, name="train_data")
@@ -250,7 +250,7 @@ def _check_metrics(cfg) -> None:
     """Tries each of ``metrics`` on logits of as many classes as ``train_data`` has class folders, so that one they
     cannot feed (or an argument value it refuses) is refused in one line before any process starts; the trainer
     tries them again on the classes it reads (a folder without class folders is the data check's to report)."""
-    if cfg.metrics and os.path.isdir(cfg.train_data):
+    if cfg.metrics and isinstance(cfg.train_data, str) and os.path.isdir(cfg.train_data):
         num_classes = sum(entry.is_dir() for entry in os.scandir(cfg.train_data))
         try:
             if num_classes:
