@@ -1,5 +1,5 @@
 """The interface gloo uses across machines: the one that reaches the rendezvous host; a user's GLOO_SOCKET_IFNAME kept.
-(Between real machines, in network namespaces: tests/machines/test_launch.py.)"""
+(Between real machines, in network namespaces: tests/machines/test_launch_across_machines.py.)"""
 import pytest
 
 from basetrainer.distributed import interfaces
