@@ -155,6 +155,15 @@ def test_every_package_has_a_layer():
     assert sorted(package for package in packages if not any(package in layer for layer in LAYERS)) == []
 
 
+def test_no_two_test_files_share_a_name():
+    # The test folders are not packages: pytest imports each test file by its name alone, so a second file of the
+    # same name in another folder is an "import file mismatch" error in a run of the whole suite.
+    names = {}
+    for path in sorted(TESTS.rglob("test_*.py")):
+        names.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
+
+
 def test_no_module_is_longer_than_the_limit():
     long = {str(p.relative_to(PACKAGE)): n for p in MODULES
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
