@@ -22,6 +22,12 @@ triggered by counts (log_freq, epochs) is counted as it is. Both runs start afte
 
     python bench/instructions.py                 # needs valgrind; ~10 minutes on 2 cores
     python bench/instructions.py trainer         # only these variants (and the hand-written loop)
+    python bench/instructions.py --check         # the guard: hand, trainer, trainer+callbacks (~5 minutes)
+
+``--check`` is the guard to run by hand before a round ends: it exits with status 1, naming the figures, when the
+bare trainer's instructions per step exceed ``GUARD`` (1.045) times the hand-written loop's. Instruction counts do
+not move with the load of other jobs on the machine, so it cannot flicker as a wall-clock ratio does: an addition
+to the step shows when it lands. The stock callbacks' figure is printed beside it, unguarded.
 """
 import concurrent.futures
 import gc
@@ -37,6 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 WARM_UP, STEPS, EPOCHS = 50, 260, 2  # batches per epoch of the warm-up and the counted run, epochs each
 ON, OFF = 50, 250  # the counted window: batches ON..OFF-1 of the last epoch (4 NaN checks)
+GUARD = 1.045  # --check: the bare trainer's instructions per step at most this times the hand-written loop's
+CHECKED = ("hand", "trainer", "trainer+callbacks")  # what --check counts
 VALGRIND_SLOWDOWN = 400  # measured here: ~220 us per hand-written step outside valgrind, ~90 ms inside
 
 
@@ -102,14 +110,18 @@ def count_in_valgrind(variant):
         return int(re.search(r"^(?:summary|totals): (\d+)", open(dumps[0]).read(), re.M).group(1))
 
 
-def main():
+def main(argv):
     import overhead
 
+    check = "--check" in argv
+    names = [name for name in argv if name != "--check"]
     known = tuple(overhead.VARIANTS)
-    unknown = [name for name in sys.argv[1:] if name not in known]
+    unknown = [name for name in names if name not in known]
     if unknown:
-        sys.exit(f"error: unknown variant {unknown[0]!r}: choose from {', '.join(known[1:])}")
-    variants = ("hand", *[name for name in sys.argv[1:] if name != "hand"]) if sys.argv[1:] else known
+        sys.exit(f"error: unknown variant {unknown[0]!r}: choose from {', '.join(known[1:])}, or --check")
+    if check and names:
+        sys.exit("error: --check counts its own variants (hand, trainer, trainer+callbacks): drop the names")
+    variants = CHECKED if check else ("hand", *[name for name in names if name != "hand"]) if names else known
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
         sys.exit(f"error: {missing[0]} not found: install valgrind (e.g. apt-get install valgrind)")
@@ -121,7 +133,14 @@ def main():
     print(f"{'variant':<20}{'instructions/step':>18}{'vs hand':>9}")
     for name in variants:
         print(f"{name:<20}{per_step[name]:>18,.0f}{per_step[name] / per_step['hand']:>9.4f}")
+    if check:
+        ratio = per_step["trainer"] / per_step["hand"]
+        if ratio > GUARD:
+            sys.exit(f"error: the bare trainer takes {ratio:.4f}x the hand-written loop's instructions per step "
+                     f"({per_step['trainer']:,.0f} against {per_step['hand']:,.0f}), over the guard's {GUARD}: "
+                     f"find what the step gained (callgrind_annotate of both commits) and take it out")
+        print(f"guard: bare trainer {ratio:.4f}x the hand-written loop, within {GUARD}")
 
 
 if __name__ == "__main__":
-    inside_valgrind() if os.environ.get("BASETRAINER_BENCH_INSIDE_VALGRIND") else main()
+    inside_valgrind() if os.environ.get("BASETRAINER_BENCH_INSIDE_VALGRIND") else main(sys.argv[1:])
