@@ -23,6 +23,8 @@ triggered by counts (log_freq, epochs) is counted as it is. Both runs start afte
     python bench/instructions.py                 # needs valgrind; ~10 minutes on 2 cores
     python bench/instructions.py trainer         # only these variants (and the hand-written loop)
     python bench/instructions.py --check         # the guard: hand, trainer, trainer+callbacks (~5 minutes)
+    python bench/instructions.py --check --keep DIR   # and the window's callgrind dumps, for per-function counts
+                                                      # (bench/callgrind_functions.py compares two of them)
 
 ``--check`` is the guard to run by hand before a round ends: it exits with status 1, naming the figures, when the
 bare trainer's instructions per step exceed ``GUARD`` (1.045) times the hand-written loop's. Instruction counts do
@@ -93,8 +95,9 @@ def inside_valgrind():
         sys.exit(f"error: {name} did not draw batch {OFF} of epoch {EPOCHS}: nothing was counted")
 
 
-def count_in_valgrind(variant):
-    """The instructions of ``variant``'s counted window, from a valgrind process of its own."""
+def count_in_valgrind(variant, keep=None):
+    """The instructions of ``variant``'s counted window, from a valgrind process of its own; with ``keep`` (a
+    folder), the window's callgrind dump is copied there as ``<variant>.callgrind``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         env = dict(os.environ, BASETRAINER_BENCH_INSIDE_VALGRIND="1", BASETRAINER_BENCH_VARIANT=variant,
@@ -107,12 +110,18 @@ def count_in_valgrind(variant):
             ours = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("==")]
             last = (ours or ["no output"])[-1]  # the program's last line, not valgrind's summary
             sys.exit(f"error: {variant} under valgrind exited with {done.returncode}: {last}")
+        if keep is not None:
+            shutil.copy(dumps[0], os.path.join(keep, f"{variant}.callgrind"))
         return int(re.search(r"^(?:summary|totals): (\d+)", open(dumps[0]).read(), re.M).group(1))
 
 
 def main(argv):
     import overhead
 
+    keep = argv[argv.index("--keep") + 1] if "--keep" in argv[:-1] else None
+    if keep is not None:
+        os.makedirs(keep, exist_ok=True)
+        argv = [arg for index, arg in enumerate(argv) if index not in (argv.index("--keep"), argv.index("--keep") + 1)]
     check = "--check" in argv
     names = [name for name in argv if name != "--check"]
     known = tuple(overhead.VARIANTS)
@@ -128,7 +137,7 @@ def main(argv):
     # --check's three at once even on 2 cores: the counts do not depend on it, and it ends sooner on a shared machine
     workers = len(variants) if check else os.cpu_count() or 1
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        totals = dict(zip(variants, pool.map(count_in_valgrind, variants)))
+        totals = dict(zip(variants, pool.map(lambda variant: count_in_valgrind(variant, keep), variants)))
     per_step = {name: total / (OFF - ON) for name, total in totals.items()}
     print(f"MLP 64-128-10, batch 64, 1 thread, callgrind: batches {ON}-{OFF - 1} of epoch {EPOCHS} "
           f"(epochs of {STEPS} batches)")
@@ -140,7 +149,8 @@ def main(argv):
         if ratio > GUARD:
             sys.exit(f"error: the bare trainer takes {ratio:.4f}x the hand-written loop's instructions per step "
                      f"({per_step['trainer']:,.0f} against {per_step['hand']:,.0f}), over the guard's {GUARD}: "
-                     f"find what the step gained (callgrind_annotate of both commits) and take it out")
+                     f"find what the step gained (--keep DIR at both commits, then bench/callgrind_functions.py) and "
+                     f"take it out")
         print(f"guard: bare trainer {ratio:.4f}x the hand-written loop, within {GUARD}")
 
 
