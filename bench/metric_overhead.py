@@ -2,8 +2,8 @@
 
     python bench/overhead.py --metrics [--rounds 9]
 
-The MLP of ``overhead.py`` gives the logits of its 500 random batches (64 x 10, already in memory); each
-variant records them 4 epochs long, as ``on_train_summary`` gets them, and reads its values at each
+The MLP of ``mlp_case.py`` (``overhead.py``'s) gives the logits of its 500 random batches (64 x 10, already in
+memory); each variant records them 4 epochs long, as ``on_train_summary`` gets them, and reads its values at each
 epoch end: ``AccuracyRecorder``'s tally (accuracy and confusion matrix in one; ``metric/``), torchmetrics'
 ``MulticlassAccuracy`` (with and without its argument checks) and ``MulticlassConfusionMatrix`` updated
 with every batch, both updated once per 128 batches concatenated (as ``MetricsRecorder`` feeds them), and
@@ -16,10 +16,10 @@ import statistics
 import time
 
 import torch
+from mlp_case import EPOCHS, STEPS_PER_EPOCH, make_batches, make_model  # bench/, beside this script
 
 from basetrainer.metric.accuracy_recorder import ClassificationTally
 from basetrainer.metric.meters import MeanMeter
-from overhead import EPOCHS, STEPS_PER_EPOCH, make_batches, make_model
 
 
 def tally_by_hand(batches):

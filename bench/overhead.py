@@ -54,25 +54,13 @@ import time
 
 import torch
 import torch.nn as nn
+from mlp_case import BATCH, EPOCHS, STEPS_PER_EPOCH, make_batches, make_model  # bench/, beside this script
 
 from basetrainer.callbacks.log_history import LogHistory
 from basetrainer.callbacks.losses_recorder import LossesRecorder
 from basetrainer.callbacks.model_checkpoint import ModelCheckpoint
 from basetrainer.engine.trainer import EngineTrainer
 from basetrainer.metric.accuracy_recorder import AccuracyRecorder
-
-STEPS_PER_EPOCH, EPOCHS, BATCH = 500, 4, 64
-
-
-def make_batches(args, steps_per_epoch=STEPS_PER_EPOCH):
-    g = torch.Generator().manual_seed(0)
-    return [(torch.randn(args.batch, args.features, generator=g).to(args.device),
-             torch.randint(0, 10, (args.batch,), generator=g).to(args.device)) for _ in range(steps_per_epoch)]
-
-
-def make_model(args):
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(args.features, args.width), nn.ReLU(), nn.Linear(args.width, 10)).to(args.device)
 
 
 def hand_loop(batches, args):

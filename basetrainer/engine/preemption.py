@@ -71,7 +71,7 @@ class Preemption:
         """Whether a stop signal came to any rank, asked after each batch (``state`` is the run state) and
         at each epoch end. Under several processes the ranks compare flags only at some steps (every
         ``check_every`` optimizer steps, at an epoch's last batch and end), never inside an accumulation window."""
-        if self.signum is None and self.world_size == 1:
+        if self.world_size == 1 and signals.received() is None:
             return False
         if state.accumulating:
             return False

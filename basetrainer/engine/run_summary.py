@@ -13,7 +13,8 @@ the run's folder)::
 - ``time_s``: seconds of training up to the epoch's end, its evaluation included (start-up excluded; after a
   resume, the kept epochs' seconds plus this run's);
 - ``samples_per_s``: the epoch's training samples on all data-parallel processes over the seconds from its
-  start to its last batch's end (absent for an epoch that trained no batch);
+  start to its last batch's end (``RunState.batches_done_at``, stamped by the loop once an epoch; absent for an
+  epoch that trained no batch);
 - ``peak_memory_gib``: the process's peak so far, as the step lines measure it (allocated memory on CUDA, the
   resident set on the CPU; null where it cannot be had);
 - ``test``: the numbers the evaluations published in ``logs["test"]`` by the epoch's end (nested as there);
@@ -63,7 +64,7 @@ class RunSummary(Callback):
         self._seconds_before = 0.0  # the training time of the runs this one continues
         self._started = None  # this run's clock at on_train_begin
         self._lr = None
-        self._epoch_started = self._last_batch_end = self._samples_at_epoch = None
+        self._epoch_started = self._samples_at_epoch = None
 
     @property
     def path(self):
@@ -80,18 +81,16 @@ class RunSummary(Callback):
             self._lr = float(group.get("initial_lr", group["lr"]))
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_started = self._last_batch_end = time.perf_counter()
+        self._epoch_started = time.perf_counter()
         self._samples_at_epoch = self.state.samples_seen
-
-    def on_batch_end(self, batch, logs=None):
-        self._last_batch_end = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         if self._started is None:
             return  # events fired by hand, outside a run
         record = {"epoch": epoch + 1, "time_s": self._seconds()}
         samples = (self.state.samples_seen - self._samples_at_epoch) * comm.get_data_parallel_world_size()
-        seconds = self._last_batch_end - self._epoch_started
+        done = self.state.batches_done_at  # None: no epoch's batches done in this run yet
+        seconds = done - self._epoch_started if done is not None else 0.0
         if samples and seconds > 0:
             record["samples_per_s"] = samples / seconds
         record["peak_memory_gib"] = self._peak_memory_gib()

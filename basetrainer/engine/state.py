@@ -39,7 +39,9 @@ class RunState:
       when there is one test loader); ``last_eval_step``: the global step of the last
       evaluation (-1: none yet).
     - ``epoch_finished``: whether ``epoch``'s end events have run (a checkpoint then
-      resumes at the next epoch).
+      resumes at the next epoch); ``batches_done_at``: ``time.perf_counter()`` when the
+      epoch's batches were done (the last one's ``on_batch_end`` included, before the
+      epoch's evaluation), stamped once per epoch; None before the first.
     - ``evaluation_abandoned``: True during the ``on_test_end`` of an evaluation that a stop
       signal cut short: its values are partial (recorders publish them into a scratch
       ``logs`` that is thrown away; nothing should log them).
@@ -79,6 +81,7 @@ class RunState:
     eval_set: Optional[str] = None
     last_eval_step: int = -1
     epoch_finished: bool = False
+    batches_done_at: Optional[float] = None
     evaluation_abandoned: bool = False
     evaluation_pending: Optional[str] = None
 

@@ -15,6 +15,7 @@ Around the loop: the run's counters are ``self.state`` (:mod:`.state`), the conf
 ``self.checkpoints`` (:class:`~basetrainer.checkpoint.manager.CheckpointManager`).
 """
 import contextlib
+import time
 
 import torch
 
@@ -168,6 +169,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
             events.fire(Event.TRAIN_SUMMARY, inputs, outputs, losses, epoch, batch, logs)
             if self._end_batch(batch, logs):
                 break
+        state.batches_done_at = time.perf_counter()  # the epoch's speed (run summary): once here, not per batch
         state.start_batch = 0
         state.loss_tally.fold()
 
@@ -198,7 +200,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         the watchdog's heartbeat. Returns whether training ends here."""
         state = self.state
         state.batch = batch
-        if self._evaluation_due():
+        if self.options.eval_every_n_iters and self._evaluation_due():
             self._evaluate_during_training(logs, "batch")  # before on_batch_end, so checkpoints hold it
         self.events.fire(Event.BATCH_END, batch, logs)
         self.watchdog.beat()
@@ -213,8 +215,11 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         state = self.state
         step_now, window = state.accumulation_window(state.batch)
         state.accumulating = not step_now
-        with self._gradient_sync(step_now):
+        if step_now:  # the gradients are reduced in backward as usual
             outputs, losses = self.strategy.forward_backward(self.model, self._forward, inputs, window, self.scaler)
+        else:  # inside an accumulation window they stay local until its last batch
+            with self.strategy.no_gradient_sync(self.model):
+                outputs, losses = self.strategy.forward_backward(self.model, self._forward, inputs, window, self.scaler)
         state.loss = total_loss(losses).detach()  # callbacks read this rather than each detaching the loss again
         size = batch_size(inputs)
         state.samples_seen += size
@@ -229,8 +234,7 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         """Forward pass and loss for one batch; override for other batch layouts or losses.
 
         Returns ``(outputs, losses)``; ``losses`` may be a tensor, a list or a dict of tensors (their sum is
-        what backward sees; callbacks see each term), or None in eval mode (a detector computes no loss there).
-        """
+        what backward sees; callbacks see each term), or None in eval mode (a detector computes no loss there)."""
         data_, targets = inputs
         outputs = self.model(data_)
         losses = self.criterion(outputs, targets)
@@ -289,9 +293,11 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
 
     # ------------------------------------------------------------------ loop helpers
     def _forward(self, inputs):
-        """``run_step`` on a batch on the device (moved there if it is not yet), under autocast."""
+        """``run_step`` under autocast (when ``amp`` is on) on a batch ``to_device`` moved (once; the events see it)."""
+        if self.options.amp is None:
+            return self.run_step(inputs)
         with self.autocast():
-            return self.run_step(self.to_device(inputs))
+            return self.run_step(inputs)
 
     def _evaluate_during_training(self, logs, when: str) -> None:
         """An evaluation during training: ``when`` is "batch" (before ``on_batch_end``) or "end" (after the
@@ -303,10 +309,9 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         self.state.evaluation_pending = None
 
     def _stop_for_signal(self, evaluation_pending=None, rng=None):
-        """Saves the training state (unless the checkpoint holds it already) and raises TrainingInterrupted.
-
-        ``evaluation_pending``: a stop during an evaluation during training, which the resumed run does
-        again; ``rng``: the random streams as that evaluation found them."""
+        """Saves the training state (unless the checkpoint holds it already) and raises TrainingInterrupted;
+        ``evaluation_pending``: a stop during an evaluation during training, which the resumed run does again;
+        ``rng``: the random streams as that evaluation found them."""
         state = self.state
         state.loss_tally.fold()
         if rng is not None:
@@ -317,17 +322,13 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
         during = "during evaluation " if evaluation_pending else ""
         self.preemption.interrupt(f"{during}at epoch {state.epoch + 1}, batch {state.batch + 1} ({where})")
 
-    def _gradient_sync(self, sync: bool):
-        """Inside an accumulation window the gradients stay local until its last batch."""
-        return contextlib.nullcontext() if sync else self.strategy.no_gradient_sync(self.model)
-
     def _evaluation_due(self) -> bool:
         every, step = self.options.eval_every_n_iters, self.state.global_step
         return bool(every) and not self.state.accumulating and step % every == 0 and step != self.state.last_eval_step
 
     def _last_steps_unevaluated(self) -> bool:
-        """Whether training has ended (all steps taken, or a stop asked) after steps that no
-        evaluation saw: ``eval_every_n_iters`` then evaluates once more, at the end."""
+        """Whether training ended (all steps taken, or a stop asked) after steps no evaluation saw: with
+        ``eval_every_n_iters``, one more evaluation at the end."""
         state = self.state
         ending = state.finished or state.stop_requested or state.epoch + 1 >= state.max_epochs
         return ending and state.last_eval_step != state.global_step
@@ -339,9 +340,8 @@ class EngineTrainer(TrainerHooks, TrainerRequests, OutsideTraining, LegacyTraine
 
     def autocast(self):
         """Autocast to the ``amp`` dtype around a forward pass (nothing when ``amp`` is off)."""
-        if self.options.amp is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=self.options.amp)
+        amp = self.options.amp
+        return contextlib.nullcontext() if amp is None else torch.autocast(device_type=self.device.type, dtype=amp)
 
     def _builtin_callbacks(self):
         builtins = [cb for cb in (ProgressBar() if self.options.progress else None, self.thread_count) if cb]

@@ -1,6 +1,8 @@
 """What the loop does with a batch and with the losses computed from it."""
 import torch
 
+_SEQUENCES = (tuple, list)
+
 
 def move_to_device(batch, device: torch.device, channels_last: bool = False):
     """Moves every tensor in a tensor/tuple/list/dict batch to ``device`` without blocking.
@@ -28,11 +30,18 @@ def move_to_device(batch, device: torch.device, channels_last: bool = False):
 
 
 def has_device_work(batch) -> bool:
-    """Whether ``batch`` (or an element of it, one level down) has work to finish on the device."""
-    if isinstance(batch, (list, tuple)):
-        return any(hasattr(item, "finish_on_device") for item in batch)
+    """Whether ``batch`` (or an element of it, one level down) has work to finish on the device. Asked of every
+    training batch on the CPU: a plain loop, without the generator that ``any`` would need."""
+    if isinstance(batch, _SEQUENCES):
+        for item in batch:
+            if hasattr(item, "finish_on_device"):
+                return True
+        return False
     if isinstance(batch, dict):
-        return any(hasattr(item, "finish_on_device") for item in batch.values())
+        for item in batch.values():
+            if hasattr(item, "finish_on_device"):
+                return True
+        return False
     return hasattr(batch, "finish_on_device")
 
 
@@ -50,9 +59,6 @@ def total_loss(losses) -> torch.Tensor:
     raise TypeError(
         f"run_step returned losses of type {type(losses).__name__}; return a tensor, or a list or dict of tensors"
     )
-
-
-_SEQUENCES = (tuple, list)
 
 
 def batch_size(inputs) -> int:

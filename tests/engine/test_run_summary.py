@@ -1,11 +1,13 @@
 """The run's summary (basetrainer/engine/run_summary.py): what the engine itself measured, written to
 log/run_summary.json by every trainer, whatever callbacks it has (none here but a loss recorder and checkpoints)."""
 import json
+import time
 
 import pytest
 import torch
 
 from basetrainer.callbacks import LossesRecorder, ModelCheckpoint
+from basetrainer.engine.events import Callback
 from basetrainer.engine.run_summary import RunSummary, numbers
 from support.toy import Crash, ToyTrainer, toy_cfg
 
@@ -24,6 +26,19 @@ def test_a_trainer_without_loggers_writes_each_epoch_s_time_speed_memory_and_eva
     assert all(record["samples_per_s"] > 0 and record["peak_memory_gib"] > 0 for record in summary["epochs"])
     assert summary["epochs"][-1]["test"] == {"loss": pytest.approx(float(logs["test"]["loss"]))}
     assert (summary["steps"], summary["samples"], summary["finished"]) == (trainer.state.global_step, 3 * 128, True)
+
+
+def test_an_epoch_s_speed_counts_its_batches_up_to_the_last_one_s_end_and_not_its_evaluation(tmp_path):
+    class SlowEvaluation(Callback):
+        def on_test_begin(self, logs=None):
+            time.sleep(0.5)
+
+    trainer = ToyTrainer(toy_cfg(num_epochs=2, work_dir=str(tmp_path), callbacks=[SlowEvaluation()]))
+    trainer.run()
+    epochs = summary_of(tmp_path)["epochs"]
+    batches_s = [128 / record["samples_per_s"] for record in epochs]  # the speed's seconds, from its samples
+    assert batches_s[0] <= epochs[0]["time_s"] - 0.5  # the epoch's time holds the evaluation's sleep too
+    assert batches_s[1] <= epochs[1]["time_s"] - epochs[0]["time_s"] - 0.5
 
 
 def test_the_lr_is_the_rate_the_optimizer_trained_at_after_lr_scaling(tmp_path):
