@@ -1,0 +1,68 @@
+"""The records a conversion writes: made on demand (:class:`Records`), and with ``workers`` > 1 made in worker
+processes and handed back in their index order (:func:`records_in_order`).
+
+What a record costs is made in the workers: the image file read and checked by Pillow, a dataset's
+``__getitem__``. litdata's serialisation of a record and the cut into shards stay in the one writing process, in
+index order, so the shards and their manifest are byte for byte those of one process, whatever the number of
+workers. At most a few batches a worker are in flight: the memory does not grow with the data set.
+"""
+import collections
+import itertools
+import multiprocessing
+import signal
+
+BATCH = 32  # records a worker makes per task: few round trips, little held back from the writer
+IN_FLIGHT = 4  # batches per worker asked for ahead of the writer
+
+
+class Records:
+    """A map-style view of ``make(*arguments[index])``: the records of a conversion, made only when read; with a
+    ``make`` defined at a module's top level it goes to worker processes by any start method."""
+
+    def __init__(self, make, arguments):
+        self.make, self.arguments = make, arguments
+
+    def __len__(self):
+        return len(self.arguments)
+
+    def __getitem__(self, index):
+        return self.make(*self.arguments[index])
+
+
+def records_in_order(dataset, workers: int):
+    """Yields ``dataset[0], dataset[1], ...`` (a map-style dataset), made by ``workers`` processes when more than
+    one. Workers are forked where the platform can (the dataset is inherited, not pickled), else spawned; they
+    ignore ^C, which the writing process answers by ending them. An error in a worker is raised here, as it was."""
+    total = len(dataset)
+    if workers <= 1:
+        for index in range(total):
+            yield dataset[index]
+        return
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    pool = context.Pool(workers, initializer=_start_worker, initargs=(dataset,))
+    try:
+        starts = iter(range(0, total, BATCH))
+        pending = collections.deque(pool.apply_async(_make, (start, min(start + BATCH, total)))
+                                    for start in itertools.islice(starts, IN_FLIGHT * workers))
+        while pending:
+            batch = pending.popleft().get()
+            for start in itertools.islice(starts, 1):
+                pending.append(pool.apply_async(_make, (start, min(start + BATCH, total))))
+            yield from batch
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+_DATASET = []  # in a worker: the dataset it makes records of
+
+
+def _start_worker(dataset) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _DATASET[:] = [dataset]
+
+
+def _make(start: int, stop: int) -> list:
+    return [_DATASET[0][index] for index in range(start, stop)]
