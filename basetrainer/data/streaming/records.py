@@ -30,30 +30,48 @@ class Records:
 
 
 def records_in_order(dataset, workers: int):
-    """Yields ``dataset[0], dataset[1], ...`` (a map-style dataset), made by ``workers`` processes when more than
-    one. Workers are forked where the platform can (the dataset is inherited, not pickled), else spawned; they
+    """An iterator over ``dataset[0], dataset[1], ...`` (a map-style dataset), made by ``workers`` processes when
+    more than one: started here, before any thread a progress bar starts, and ended by its ``close()`` or at the
+    end. Workers are forked where the platform can (the dataset is inherited, not pickled), else spawned; they
     ignore ^C, which the writing process answers by ending them. An error in a worker is raised here, as it was."""
-    total = len(dataset)
     if workers <= 1:
-        for index in range(total):
-            yield dataset[index]
-        return
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    pool = context.Pool(workers, initializer=_start_worker, initargs=(dataset,))
-    try:
-        starts = iter(range(0, total, BATCH))
-        pending = collections.deque(pool.apply_async(_make, (start, min(start + BATCH, total)))
-                                    for start in itertools.islice(starts, IN_FLIGHT * workers))
-        while pending:
-            batch = pending.popleft().get()
-            for start in itertools.islice(starts, 1):
-                pending.append(pool.apply_async(_make, (start, min(start + BATCH, total))))
-            yield from batch
-        pool.close()
-    finally:
-        pool.terminate()
-        pool.join()
+        return (dataset[index] for index in range(len(dataset)))
+    return _Pooled(dataset, workers)
+
+
+class _Pooled:
+    def __init__(self, dataset, workers: int):
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self.total, self.ready, self.pending = len(dataset), iter(()), collections.deque()
+        self.pool = context.Pool(workers, initializer=_start_worker, initargs=(dataset,))
+        self.starts = iter(range(0, self.total, BATCH))
+        for start in itertools.islice(self.starts, IN_FLIGHT * workers):
+            self._ask(start)
+
+    def _ask(self, start: int) -> None:
+        self.pending.append(self.pool.apply_async(_make, (start, min(start + BATCH, self.total))))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            for record in self.ready:
+                return record
+            if not self.pending:
+                self.close()
+                raise StopIteration
+            batch = self.pending.popleft().get()
+            for start in itertools.islice(self.starts, 1):
+                self._ask(start)
+            self.ready = iter(batch)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool, self.pending = None, collections.deque()
 
 
 _DATASET = []  # in a worker: the dataset it makes records of

@@ -42,15 +42,14 @@ def write_shards(records, out, kind="dataset", meta=None, shard_bytes=DEFAULT_SH
         raise ConfigError(f"--shard-size: {shard_bytes} bytes; give a positive size such as 64MB")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"--workers {workers}: give the number of processes making records, 1 or more")
-    if hasattr(records, "__getitem__") and hasattr(records, "__len__"):
-        total = len(records)
-        records = records_in_order(records, workers)
-    elif workers > 1:
+    mapped = hasattr(records, "__getitem__") and hasattr(records, "__len__")
+    if not mapped and workers > 1:
         raise ConfigError(f"workers={workers} needs a map-style dataset (__len__ and __getitem__), not an iterable")
     for stale in glob.glob(f"{glob.escape(out)}.partial-*"):  # an earlier conversion that was interrupted
         shutil.rmtree(stale, ignore_errors=True)
     partial = f"{out}.partial-{os.getpid()}"
-    records = iter(records)
+    total = len(records) if mapped else total
+    records = records_in_order(records, workers) if mapped else iter(records)
     try:
         writer = library.binary_writer(partial, shard_bytes)
         count = 0
