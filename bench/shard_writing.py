@@ -145,7 +145,7 @@ def main() -> None:
                 print(f"workers {workers}: {figures['files']} files in {figures['shards']} shards, "
                       f"{figures['seconds']:.1f} s, {rate:.0f} files/s, {rate / workers:.0f} files/s per worker; "
                       f"CPU: writer {figures['cpu_writer']:.1f} s, workers {figures['cpu_workers']:.1f} s; "
-                      f"opening the shards: {figures['opening']:.3f} s")
+                      f"opening the shards: {figures['opening'] * 1000:.1f} ms")
             print("shards byte for byte the same for every number of workers:", len(digests) == 1)
         if args.list_files:
             files = os.path.join(base, f"empty-{args.list_files}")
