@@ -10,6 +10,10 @@ import collections
 import itertools
 import multiprocessing
 import signal
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from ...errors import DataError
 
 BATCH = 32  # records a worker makes per task: few round trips, little held back from the writer
 IN_FLIGHT = 4  # batches per worker asked for ahead of the writer
@@ -33,7 +37,8 @@ def records_in_order(dataset, workers: int):
     """An iterator over ``dataset[0], dataset[1], ...`` (a map-style dataset), made by ``workers`` processes when
     more than one: started here, before any thread a progress bar starts, and ended by its ``close()`` or at the
     end. Workers are forked where the platform can (the dataset is inherited, not pickled), else spawned; they
-    ignore ^C, which the writing process answers by ending them. An error in a worker is raised here, as it was."""
+    ignore ^C, which the writing process answers by closing them (the batches under way finish). An error in a worker is raised here, as it was; a
+    worker killed (out of memory, say) is a DataError, not a wait for records that never come."""
     if workers <= 1:
         return (dataset[index] for index in range(len(dataset)))
     return _Pooled(dataset, workers)
@@ -44,13 +49,13 @@ class _Pooled:
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         self.total, self.ready, self.pending = len(dataset), iter(()), collections.deque()
-        self.pool = context.Pool(workers, initializer=_start_worker, initargs=(dataset,))
+        self.pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(dataset,))
         self.starts = iter(range(0, self.total, BATCH))
         for start in itertools.islice(self.starts, IN_FLIGHT * workers):
             self._ask(start)
 
     def _ask(self, start: int) -> None:
-        self.pending.append(self.pool.apply_async(_make, (start, min(start + BATCH, self.total))))
+        self.pending.append(self.pool.submit(_make, start, min(start + BATCH, self.total)))
 
     def __iter__(self):
         return self
@@ -62,15 +67,19 @@ class _Pooled:
             if not self.pending:
                 self.close()
                 raise StopIteration
-            batch = self.pending.popleft().get()
+            try:
+                batch = self.pending.popleft().result()
+            except BrokenProcessPool:
+                self.close()
+                raise DataError("a --workers process ended abruptly (killed, out of memory?) while making records; "
+                                "convert again, with fewer workers if memory is short") from None
             for start in itertools.islice(self.starts, 1):
                 self._ask(start)
             self.ready = iter(batch)
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
+        if self.pool is not None:  # the batches under way finish (a few records a worker), the rest are cancelled
+            self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool, self.pending = None, collections.deque()
 
 

@@ -3,6 +3,7 @@ complete after an interrupted conversion."""
 import hashlib
 import json
 import os
+import signal
 
 import pytest
 
@@ -103,4 +104,20 @@ def test_workers_below_one_or_not_a_count_are_refused_before_anything_is_written
 def test_workers_need_a_map_style_dataset_not_an_iterable(tmp_path):
     with pytest.raises(ConfigError, match="needs a map-style dataset"):
         write_shards(iter(Numbered(10)), tmp_path / "out", progress=False, workers=2)
+    assert os.listdir(tmp_path) == []
+
+
+class _KilledAt(Numbered):
+    """A dataset whose worker is killed outright (as by the kernel, out of memory) at one index."""
+
+    def __getitem__(self, index):
+        if index == 70:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().__getitem__(index)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_outright_is_one_line_not_a_hang_and_nothing_is_left(tmp_path):
+    with pytest.raises(DataError, match="a --workers process ended abruptly"):
+        write_shards(_KilledAt(200), tmp_path / "out", progress=False, workers=2)
     assert os.listdir(tmp_path) == []
