@@ -5,11 +5,13 @@
     basetrainer shards --image-folder data/digits/train --out shards/train
     basetrainer shards --coco data/scenes/images data/scenes/instances.json --out shards/scenes
     basetrainer shards --dataset my_project.data:train_set --out shards/mine --shard-size 256MB
+    basetrainer shards --image-folder data/imagenet/train --out shards/train --workers 8
 
 The shards are litdata's chunks with our manifest (:mod:`basetrainer.data.streaming`); upload the folder as it is
 (``aws s3 sync shards/train s3://bucket/train``) and give its URL as ``train_data`` (``train_images``), or give the
 folder itself. Running it again on the same input writes the same bytes; an interrupted run leaves no folder at
-``--out`` that looks complete.
+``--out`` that looks complete. ``--workers N`` reads and checks the records in N processes while this one writes
+them in their order: the shards and the manifest are byte for byte those of one process.
 """
 import argparse
 import importlib
@@ -19,6 +21,7 @@ import sys
 
 from ..config.flags import ArgumentParser
 from ..data.streaming.location import parse_size
+from ..data.streaming.records import Records
 from ..data.streaming.writer import DEFAULT_SHARD_BYTES, coco_record, image_folder_records, write_shards
 from ..errors import BaseTrainerError, ConfigError
 from ..utils.console import exit_with
@@ -33,7 +36,8 @@ def get_parser(prog=None):
         epilog="examples:\n"
                "  %(prog)s --image-folder data/digits/train --out shards/train\n"
                "  %(prog)s --coco data/scenes/images data/scenes/instances.json --out shards/scenes\n"
-               "  %(prog)s --dataset my_project.data:train_set --out shards/mine --shard-size 256MB")
+               "  %(prog)s --dataset my_project.data:train_set --out shards/mine --shard-size 256MB\n"
+               "  %(prog)s --image-folder data/imagenet/train --out shards/train --workers 8")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--image-folder", metavar="FOLDER",
                         help="an ImageFolder tree (one sub-folder of images per class); each image kept as its file")
@@ -45,6 +49,9 @@ def get_parser(prog=None):
                              "numbers, text, bytes, PIL images, and tuples or dicts of them)")
     parser.add_argument("--out", required=True, help="the folder to write (replaced once the new shards are complete)")
     parser.add_argument("--shard-size", default="64MB", help="about how big a shard is (default 64MB)")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="processes that read and check the records (default 1); the shards are byte for byte "
+                             "the same for any N")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return parser
 
@@ -67,9 +74,9 @@ def coco_records(images, annotations):
             boxes[annotation["image_id"]].append([x, y, x + width, y + height, label_of[annotation["category_id"]]])
     meta = {"categories": [names[i] for i in order], "category_ids": order,
             "image_ids": [image["id"] for image in coco["images"]]}
-    records = (coco_record(os.path.join(images, image["file_name"]), image["id"], boxes[image["id"]],
-                           image["file_name"]) for image in coco["images"])
-    return records, len(coco["images"]), meta
+    records = Records(coco_record, [(os.path.join(images, image["file_name"]), image["id"], boxes[image["id"]],
+                                     image["file_name"]) for image in coco["images"]])
+    return records, len(records), meta
 
 
 def user_dataset(spec: str):
@@ -98,6 +105,8 @@ def user_dataset(spec: str):
 
 def run(args) -> None:
     shard_bytes = parse_size(args.shard_size, "--shard-size") or DEFAULT_SHARD_BYTES
+    if args.workers < 1:
+        raise ConfigError(f"--workers {args.workers}: give the number of processes that read the records, 1 or more")
     if args.image_folder:
         records, total, meta = image_folder_records(args.image_folder)
         kind = "images"
@@ -108,7 +117,7 @@ def run(args) -> None:
         records, meta, kind = user_dataset(args.dataset), {}, "dataset"
         total = len(records)
     manifest = write_shards(records, args.out, kind=kind, meta=meta, shard_bytes=shard_bytes, total=total,
-                            progress=args.progress)
+                            progress=args.progress, workers=args.workers)
     size = sum(int(shard["bytes"]) for shard in manifest.shards)
     print(f"wrote {manifest.samples} samples in {len(manifest.shards)} shards ({size / 1e6:.1f} MB) to {args.out}")
 

@@ -1,7 +1,12 @@
 """``basetrainer shards`` and the classification task on what it writes, as a user types them: an image folder
 written as shards, then ``basetrainer train`` with train_data and test_data naming the shards."""
+import hashlib
 import json
 import os
+import shutil
+import signal
+import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +15,8 @@ from PIL import Image
 
 from basetrainer.data.streaming import image_folder_records, write_shards
 from basetrainer.tasks import shards
-from support.processes import run_command
+from basetrainer.tasks.detection.scenes import write_digit_scenes
+from support.processes import popen_python, run_command
 
 pytestmark = pytest.mark.slow
 
@@ -78,3 +84,71 @@ def test_the_classification_task_trains_on_sources_mixed_by_weight_and_says_what
     said = [line for line in (run.stdout + run.stderr).splitlines() if "epoch 1 mixes" in line]
     assert len(said) == 1, (run.stdout + run.stderr)[-3000:]
     assert "36 samples (75.0%), 1.00 x its 36" in said[0] and "12 samples (25.0%), 1.00 x its 12" in said[0]
+
+
+def _digests(folder):
+    return {name: hashlib.sha256(open(os.path.join(folder, name), "rb").read()).hexdigest()
+            for name in sorted(os.listdir(folder))}
+
+
+def test_two_workers_write_byte_for_byte_the_shards_and_manifest_of_one(converted):
+    root, runs = converted
+    run = run_command(["basetrainer", "shards", "--image-folder", root / "images" / "train", "--out",
+                       root / "shards" / "train_by_2", "--shard-size", "4KB", "--no-progress", "--workers", "2"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split(" to ")[0] == runs["train"].stdout.split(" to ")[0]
+    assert _digests(root / "shards" / "train_by_2") == _digests(root / "shards" / "train")
+
+
+def test_coco_data_written_by_two_workers_is_byte_for_byte_that_of_one(tmp_path):
+    scenes = write_digit_scenes(tmp_path / "scenes", split_sizes={"train": 40})  # two batches of records
+    for workers in ("1", "2"):
+        shards.main(["--coco", f"{scenes}/train/images", f"{scenes}/train/instances.json", "--out",
+                     str(tmp_path / workers), "--shard-size", "2KB", "--no-progress", "--workers", workers])
+    assert "shards.json" in _digests(tmp_path / "1") and len(_digests(tmp_path / "1")) > 4
+    assert _digests(tmp_path / "1") == _digests(tmp_path / "2")
+
+
+@pytest.mark.parametrize("workers", ["0", "-3"])
+def test_workers_below_one_is_one_line_before_the_folder_is_listed(tmp_path, capsys, workers):
+    with pytest.raises(SystemExit) as exit_:
+        shards.main(["--image-folder", str(tmp_path / "nowhere"), "--out", str(tmp_path / "s"), "--workers", workers])
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and error.count("\n") == 1 and f"--workers {workers}: " in error
+    assert not (tmp_path / "s").exists()
+
+
+SLOW_DATASET = """
+import time
+
+
+class Slow:
+    def __len__(self):
+        return 20000
+
+    def __getitem__(self, index):
+        time.sleep(0.002)
+        return {"index": index}
+
+
+train_set = Slow()
+"""
+
+
+def test_ctrl_c_during_a_conversion_by_workers_leaves_no_out_folder_and_no_process(tmp_path):
+    (tmp_path / "slow.py").write_text(SLOW_DATASET)
+    command = popen_python([shutil.which("basetrainer"), "shards", "--dataset", tmp_path / "slow.py:train_set",
+                            "--out", tmp_path / "out", "--workers", "2", "--no-progress"], cwd=tmp_path,
+                           start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not any(name.startswith("out.partial-") for name in os.listdir(tmp_path)):
+        assert command.poll() is None and time.monotonic() < deadline, command.communicate()
+        time.sleep(0.1)
+    time.sleep(1)  # the workers are making records
+    os.killpg(command.pid, signal.SIGINT)  # what ^C in a terminal does: the whole group gets it
+    _, stderr = command.communicate(timeout=60)
+    assert command.returncode != 0 and b"KeyboardInterrupt" in stderr
+    assert sorted(os.listdir(tmp_path)) == ["slow.py"]
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):  # no worker left behind in the group
+        os.killpg(command.pid, 0)

@@ -3,9 +3,10 @@
 The records go through litdata's ``BinaryWriter`` into ``<out>.partial-<pid>`` beside ``out``; then the index is
 made deterministic (litdata stamps it with the time of writing; here the stamp is a checksum of the shards, which
 litdata uses to tell versions of a remote folder apart in its cache), the manifest is written last and the folder
-renamed to ``out`` in one step. So the same input gives byte for byte the same shards, and an interrupted
-conversion leaves only a ``.partial-*`` folder without a manifest, which nothing reads as shards and the next
-conversion into ``out`` removes.
+renamed to ``out`` in one step. So the same input gives byte for byte the same shards, with one process or
+several (``workers``: :mod:`.records` makes the records in worker processes, this process writes them in order),
+and an interrupted conversion leaves only a ``.partial-*`` folder without a manifest, which nothing reads as shards
+and the next conversion into ``out`` removes.
 """
 import glob
 import hashlib
@@ -22,27 +23,33 @@ from ...utils.file_utils import write_text_atomic
 from . import library
 from .location import INDEX, MANIFEST
 from .manifest import Manifest, manifest_of_folder
+from .records import Records, records_in_order
 
 DEFAULT_SHARD_BYTES = 64 * 10**6  # litdata's and MosaicML's usual chunk size: one request, seconds of reading
 
 
 def write_shards(records, out, kind="dataset", meta=None, shard_bytes=DEFAULT_SHARD_BYTES, total=None,
-                 progress=True) -> Manifest:
+                 progress=True, workers=1) -> Manifest:
     """Writes ``records`` (an iterable of items, or a map-style dataset: its items in index order) as shards of
     about ``shard_bytes`` into the folder ``out`` and returns their manifest. ``kind`` and ``meta`` (the classes,
     the categories) are what readers learn from the manifest. A folder already at ``out`` is replaced only once
-    the new shards are complete."""
+    the new shards are complete. ``workers`` processes make the items of a map-style dataset; the bytes written
+    are the same for any number."""
     out = os.path.abspath(os.fspath(out))
     if os.path.exists(out) and not os.path.isfile(os.path.join(out, MANIFEST)) and os.listdir(out):
         raise ConfigError(f"--out {out} is a folder that holds something other than shards; give a new folder")
     if shard_bytes < 1:
         raise ConfigError(f"--shard-size: {shard_bytes} bytes; give a positive size such as 64MB")
-    if hasattr(records, "__getitem__") and hasattr(records, "__len__"):
-        dataset, total = records, len(records)
-        records = (dataset[index] for index in range(total))
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"--workers {workers}: give the number of processes making records, 1 or more")
+    mapped = hasattr(records, "__getitem__") and hasattr(records, "__len__")
+    if not mapped and workers > 1:
+        raise ConfigError(f"workers={workers} needs a map-style dataset (__len__ and __getitem__), not an iterable")
     for stale in glob.glob(f"{glob.escape(out)}.partial-*"):  # an earlier conversion that was interrupted
         shutil.rmtree(stale, ignore_errors=True)
     partial = f"{out}.partial-{os.getpid()}"
+    total = len(records) if mapped else total
+    records = records_in_order(records, workers) if mapped else iter(records)
     try:
         writer = library.binary_writer(partial, shard_bytes)
         count = 0
@@ -60,6 +67,7 @@ def write_shards(records, out, kind="dataset", meta=None, shard_bytes=DEFAULT_SH
         write_text_atomic(os.path.join(partial, MANIFEST), json.dumps(manifest.to_json(), indent=1, sort_keys=True))
         _swap_into_place(partial, out)
     finally:
+        getattr(records, "close", lambda: None)()  # ends the workers, if any, before the partial folder goes
         shutil.rmtree(partial, ignore_errors=True)
     return manifest
 
@@ -97,13 +105,13 @@ def image_folder_records(root):
         raise DataError(f"--image-folder {root} holds no images ({' '.join(IMG_EXTENSIONS)}) in class folders")
     # An ImageFolder lists its images class by class; written so, a shard would hold one class and a shuffle
     # window a few. Written in a fixed random order, every shard holds every class (the same order every time).
-    samples = [samples[index] for index in torch.randperm(len(samples), generator=torch.Generator().manual_seed(0))]
+    order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(0)).tolist()
+    records = Records(_image_record, [(*samples[index], root) for index in order])
+    return records, len(records), {"classes": classes}
 
-    def records():
-        for path, label in samples:
-            yield {"image": _image_bytes(path), "label": label, "name": os.path.relpath(path, root)}
 
-    return records(), len(samples), {"classes": classes}
+def _image_record(path: str, label: int, root: str) -> dict:
+    return {"image": _image_bytes(path), "label": label, "name": os.path.relpath(path, root)}
 
 
 def _image_bytes(path: str) -> bytes:
