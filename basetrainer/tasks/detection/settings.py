@@ -4,6 +4,7 @@ command line (:mod:`basetrainer.tasks.detection.config`) and its part of ``docs/
 ``configs/detection.yaml`` (:mod:`basetrainer.tasks.reference`) are made from these."""
 from ...config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text
 from ...config.schema import Schema, Setting
+from ...data.streaming.settings import data_or_sources
 from ..common.settings import COMMON_SETTINGS, task_loop_settings
 from ..common.settings import GROUPS as COMMON_GROUPS
 from .models import TINY, detector_name
@@ -27,10 +28,11 @@ _PATH = Text(non_empty=True, meaning="a path")
 
 DETECTION_ONLY = Schema([
     # ---------------------------------------------------------------- data
-    Setting("train_images", _PATH, DEFAULT_TRAIN_IMAGES,
+    Setting("train_images", data_or_sources(_PATH), DEFAULT_TRAIN_IMAGES,
             "folder of the training images (file_name in the annotations is relative to it; the generated digit "
             "scenes are written under data/digit_scenes when the defaults are missing), or COCO shards holding the "
-            "images and their boxes (see shards)", group="data", flag={}),
+            "images and their boxes (see shards), or a list of {path, weight} of such shards, mixed by weight",
+            group="data", flag={}),
     Setting("train_annotations", _PATH, DEFAULT_TRAIN_ANNOTATIONS, "COCO instances.json of the training images",
             group="data", flag={}),
     Setting("test_images", Text(), DEFAULT_TEST_IMAGES,

@@ -140,7 +140,7 @@ def coco_data(cfg, phase: str):
     setting is then left at its default, or names the same shards)."""
     images, annotations = cfg[f"{phase}_images"], cfg[f"{phase}_annotations"]
     transform = build_transform(cfg, train=phase == "train")
-    if not is_shard_location(images):
+    if not _names_shards(images):
         return CocoDetection(images, annotations, transform=transform, on_bad_image=cfg.on_bad_image,
                              name=f"{phase}_annotations", images_name=f"{phase}_images")
     if annotations not in (images, DEFAULTS[f"{phase}_annotations"]):
@@ -154,6 +154,11 @@ def coco_data(cfg, phase: str):
     return dataset
 
 
+def _names_shards(images) -> bool:
+    """Whether an ``images`` setting names COCO shards: one location, or a list of ``{path, weight}`` mixed."""
+    return isinstance(images, list) or is_shard_location(images)
+
+
 def _first_difference(train, test) -> str:
     pairs = list(zip(train.category_ids, train.categories))
     others = list(zip(test.category_ids, test.categories))
@@ -163,7 +168,7 @@ def _first_difference(train, test) -> str:
 
 def prepare_data(cfg):
     """Generates the digit scenes under data/digit_scenes when a default annotation file is used and missing."""
-    if any(images and path == default and not os.path.isfile(path) and not is_shard_location(images)
+    if any(images and path == default and not os.path.isfile(path) and not _names_shards(images)
            for path, default, images in
            ((cfg.train_annotations, DEFAULT_TRAIN_ANNOTATIONS, cfg.train_images),
             (cfg.test_annotations, DEFAULT_TEST_ANNOTATIONS, cfg.test_images))):
@@ -175,7 +180,7 @@ def check_data_paths(cfg):
     any process starts: a one-line DataError naming the key at fault."""
     for phase in ("train", "test"):
         images, annotations = cfg[f"{phase}_images"], cfg[f"{phase}_annotations"]
-        if images and not is_shard_location(images):
+        if images and not _names_shards(images):
             check_images_folder(images, annotations, f"{phase}_images")
             if not os.path.isfile(annotations):
                 raise DataError(f"{phase}_annotations: no such annotation file {annotations}; give a COCO "

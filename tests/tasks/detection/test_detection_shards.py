@@ -5,8 +5,10 @@ import os
 
 import pytest
 import torch
+import yaml
 
 from basetrainer.data.streaming import ShardDataset, image_folder_records, write_shards
+from basetrainer.data.streaming.sources import ShardMixture
 from basetrainer.errors import ConfigError
 from basetrainer.tasks.detection.config import parse_config
 from basetrainer.tasks.detection.mean_ap import MeanAPRecorder
@@ -87,3 +89,17 @@ def test_image_folder_shards_are_refused_by_the_detection_task(tmp_path):
     with pytest.raises(ConfigError, match=r"holds images shards; the detection task reads COCO shards"):
         coco_data(_config("--train_images", tmp_path / "shards"), "train")
     assert os.path.isdir(tmp_path / "shards")
+
+
+def test_train_images_as_sources_mixed_by_weight_give_each_source_its_share(scenes_and_shards, tmp_path):
+    _, shards = scenes_and_shards
+    config = tmp_path / "mixture.yaml"
+    config.write_text(yaml.safe_dump({"train_images": [{"path": str(shards / "train"), "weight": 3},
+                                                       {"path": str(shards / "val"), "weight": 1}]}))
+    mixed = coco_data(_config("-c", config), "train")
+    assert isinstance(mixed, ShardMixture) and mixed.kind == "coco" and len(mixed) == 6 + 3
+    order = [int(index) for index in mixed.epoch_permutation(seed=0, epoch=0)]
+    from_train = sum(index < 6 for index in order)
+    assert (len(order), from_train) == (9, 7)  # 3:1 of 9 samples: 6.75 and 2.25, rounded so that they add up
+    image, target = mixed[order[0]]
+    assert image.shape[0] == 3 and len(target["boxes"]) == len(target["labels"]) > 0
