@@ -16,8 +16,8 @@ each machine's link limited with ``tc``'s tbf to the rate (what it sends). For e
 
 Tasks: ``quickstart`` is the digits example (examples/example.py: ResNet-18 at 32x32, 44.7 MB of fp32 parameters,
 batch 64 per process), a few steps only (DDP sends its gradients in full: about 4 s a step at 100 Mbit/s);
-``lm`` is examples/language_model.py (a byte-level GPT, dim 128, 4 blocks, 0.8 M parameters, batch 32 x 128
-bytes per process, AdamW), long enough for its test loss to compare.
+``lm`` is examples/language_model.py (a byte-level GPT, dim 128, 4 blocks, 0.8 M parameters, AdamW) at batch 16 x
+64 bytes per process (the example's 32 x 128 is 4x the compute for the same bytes), 160 steps, for its test loss.
 
 DiLoCo is not here: it runs across replica groups only (torchft, a lighthouse), and replica groups across these
 machines (issue 61 item 5) are not yet made; see docs/guides/communication.md.
@@ -25,6 +25,8 @@ machines (issue 61 item 5) are not yet made; see docs/guides/communication.md.
 Needs root (``ip netns``, ``tc``); otherwise it exits 0 saying why. It removes its namespaces whatever happens.
 
     sudo python bench/machines.py [--rates 1gbit 100mbit] [--tasks quickstart lm] [--variants ddp ...] [--json F]
+                                  [--plot docs/_static/slow_links.png]
+    python bench/machines.py --from F [--plot P]    # the table (and picture) of a saved --json
 """
 import argparse
 import json
@@ -44,7 +46,9 @@ VARIANTS = {  # the same keys for both tasks
     "local SGD /8": ["local_sgd.period=8"],
     "PowerSGD r4": ["grad_compression=powersgd", "powersgd.rank=4", "powersgd.start_step=2"],
 }
-TASKS = {"quickstart": {"steps": 16, "skip": 3}, "lm": {"steps": 150, "skip": 5}}
+# The steps timed (after ``skip``) are a multiple of local SGD's period: each mean holds whole periods.
+TASKS = {"quickstart": {"steps": 19, "skip": 3}, "lm": {"steps": 160, "skip": 8}}
+LM_OVERRIDES = ["batch_size=16", "seq_len=64"]  # a quarter of the example's compute a step, the same bytes
 PORT = 29400
 
 
@@ -128,7 +132,7 @@ def worker(args):
     else:
         from language_model import read_config
         cfg = read_config(["--distributed", "--gpu_id", "0", f"max_iters={steps}", f"eval_every_n_iters={steps}",
-                           "log_freq=50", *overrides])
+                           "log_freq=50", *LM_OVERRIDES, *overrides])
         main = lm_worker
     out = f"{args.out}.{args.machine_rank}.json"
     launch(main, 1, num_machines=2, machine_rank=args.machine_rank, dist_url=args.dist_url, args=(cfg, out))
@@ -188,6 +192,38 @@ def report(rows):
               f"{f['MB/step']:>9.2f}{run:>17}{loss:>10}{acc:>7}{f['wall s']:>8.0f}")
 
 
+def plot(rows, path):
+    """Step time per variant at each rate, a panel per task; each bar labelled with its MB a step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(row["task"] for row in rows))
+    rates = list(dict.fromkeys(row["rate"] for row in rows))
+    figure, panels = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
+    for axes, task in zip(panels[0], tasks):
+        variants = list(dict.fromkeys(row["variant"] for row in rows if row["task"] == task))
+        width = 0.8 / len(variants)
+        for i, variant in enumerate(variants):
+            cells = [next((r for r in rows if (r["rate"], r["task"], r["variant"]) == (rate, task, variant)), None)
+                     for rate in rates]
+            xs = [k + (i - (len(variants) - 1) / 2) * width for k in range(len(rates))]
+            bars = axes.bar(xs, [c["step s"] if c else 0 for c in cells], width, label=variant)
+            axes.bar_label(bars, [f"{c['MB/step']:.1f} MB" if c else "" for c in cells], fontsize=7)
+        axes.set_xticks(range(len(rates)), [rate.replace("gbit", " Gbit/s").replace("mbit", " Mbit/s")
+                                            for rate in rates])
+        axes.set_ylabel("seconds per training step")
+        axes.set_title(TITLES.get(task, task), fontsize=10)
+        axes.legend(fontsize=8)
+        axes.grid(True, axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+TITLES = {"quickstart": "quick start: ResNet-18, 45 MB of gradients", "lm": "language model: GPT, 3.4 MB of gradients"}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rates", nargs="+", default=["1gbit", "100mbit"], help="tc rates; 'none': no limit")
@@ -196,6 +232,8 @@ def main():
     parser.add_argument("--steps", type=int, default=None, help="every task this many steps (a quick look)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a job may take")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--plot", default=None, help="draw the step times into this PNG")
+    parser.add_argument("--from", dest="source", default=None, help="report (and plot) a --json file; run nothing")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("--task", "--variant", "--dist-url", "--work-dir", "--out"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
@@ -206,6 +244,11 @@ def main():
             figures["steps"] = args.steps
     if args.worker:
         return worker(args)
+    if args.source:
+        with open(args.source) as stream:
+            saved = json.load(stream)
+        report({(r["rate"], r["task"], r["variant"]): r for r in saved})
+        return plot(saved, args.plot) if args.plot else None
     from support import machines as harness
 
     why = harness.unavailable()
@@ -228,6 +271,8 @@ def main():
         with open(args.json, "w") as stream:
             json.dump([{"rate": r, "task": t, "variant": v, **f} for (r, t, v), f in rows.items()], stream, indent=1)
     report(rows)
+    if args.plot:
+        plot([{"rate": r, "task": t, "variant": v, **f} for (r, t, v), f in rows.items()], args.plot)
 
 
 if __name__ == "__main__":
