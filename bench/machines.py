@@ -209,7 +209,7 @@ def plot(rows, path):
             cells = [next((r for r in rows if (r["rate"], r["task"], r["variant"]) == (rate, task, variant)), None)
                      for rate in rates]
             xs = [k + (i - (len(variants) - 1) / 2) * width for k in range(len(rates))]
-            bars = axes.bar(xs, [c["step s"] if c else 0 for c in cells], width, label=variant)
+            bars = axes.bar(xs, [c["step s"] if c else 0 for c in cells], width, label=variant.replace("ddp", "DDP"))
             axes.bar_label(bars, [f"{c['MB/step']:.1f} MB" if c else "" for c in cells], fontsize=7)
         axes.set_xticks(range(len(rates)), [rate.replace("gbit", " Gbit/s").replace("mbit", " Mbit/s")
                                             for rate in rates])
@@ -221,7 +221,7 @@ def plot(rows, path):
     figure.savefig(path, dpi=110)
 
 
-TITLES = {"quickstart": "quick start: ResNet-18, 45 MB of gradients", "lm": "language model: GPT, 3.4 MB of gradients"}
+TITLES = {"quickstart": "quick start: ResNet-18, 45 MB of gradients", "lm": "language model: GPT, 3.5 MB of gradients"}
 
 
 def main():
