@@ -259,7 +259,10 @@ def main():
     with harness.Machines(2) as machines, tempfile.TemporaryDirectory() as root:
         for rate in args.rates:
             for m in machines:
-                if rate != "none":
+                if rate == "none":  # the bare veth: no qdisc of ours left from an earlier rate
+                    subprocess.run(["tc", "-n", m.namespace, "qdisc", "del", "dev", machines.interface, "root"],
+                                   capture_output=True)
+                else:
                     machines.limit_rate(m, rate)
             for task in args.tasks:
                 for variant in args.variants:
