@@ -70,7 +70,7 @@ def clock_callback(out):
     class StepClock(Callback):
         """Each training step's wall time and the bytes this machine sent during it; the last evaluation's logs."""
 
-        priorities = {Event.BATCH_BEGIN: LOWEST, Event.BATCH_END: HIGHEST}
+        priorities = {Event.BATCH_BEGIN: LOWEST, Event.BATCH_END: HIGHEST}  # noqa: RUF012 - as every callback's
 
         def __init__(self):
             super().__init__()
@@ -96,6 +96,7 @@ def clock_callback(out):
 
 def quickstart_worker(cfg, out):
     import torch
+
     from basetrainer.tasks.classification import ClassificationTrainer
 
     class Clocked(ClassificationTrainer):
@@ -126,7 +127,7 @@ def worker(args):
     if args.task == "quickstart":
         from basetrainer.tasks.classification import parse_config
         cfg = parse_config(["--distributed", "--no-progress", "--gpu_id", "0", "--opts", f"max_iters={steps}",
-                            f"num_machines=2", f"machine_rank={args.machine_rank}", f"dist_url={args.dist_url}",
+                            "num_machines=2", f"machine_rank={args.machine_rank}", f"dist_url={args.dist_url}",
                             "eval_every_n_iters=0", *overrides])
         main = quickstart_worker
     else:
@@ -160,7 +161,7 @@ def run_job(machines, root, task, variant, port, timeout):
     codes = [p.wait(timeout=max(1, timeout - (time.monotonic() - started))) for p in processes]
     wall = time.monotonic() - started
     if codes != [0, 0]:
-        tails = [open(f"{out}.{i}.log").read()[-1500:] for i in range(2)]
+        tails = [_tail(f"{out}.{i}.log") for i in range(2)]
         raise RuntimeError(f"{task} {variant}: exit codes {codes}\n" + "\n---\n".join(tails))
     per_machine = []
     for m in machines:
@@ -168,6 +169,11 @@ def run_job(machines, root, task, variant, port, timeout):
             per_machine.append(json.load(stream))
     return {"machines": per_machine, "run bytes": [machines.bytes_sent(m) - b for m, b in zip(machines, before)],
             "wall": wall}
+
+
+def _tail(path, size=1500) -> str:
+    with open(path) as stream:
+        return stream.read()[-size:]
 
 
 def summarize(task, result) -> dict:
@@ -261,7 +267,7 @@ def main():
             for m in machines:
                 if rate == "none":  # the bare veth: no qdisc of ours left from an earlier rate
                     subprocess.run(["tc", "-n", m.namespace, "qdisc", "del", "dev", machines.interface, "root"],
-                                   capture_output=True)
+                                   capture_output=True, check=False)
                 else:
                     machines.limit_rate(m, rate)
             for task in args.tasks:
