@@ -1,5 +1,6 @@
-"""The records a conversion writes: made on demand (:class:`Records`), and with ``workers`` > 1 made in worker
-processes and handed back in their index order (:func:`records_in_order`).
+"""The records a conversion writes: made on demand (:class:`~basetrainer.data.streaming.records.Records`), and
+with ``workers`` > 1 made in worker processes and handed back in their index order
+(:func:`~basetrainer.data.streaming.records.records_in_order`).
 
 What a record costs is made in the workers: the image file read and checked by Pillow, a dataset's
 ``__getitem__``. litdata's serialisation of a record and the cut into shards stay in the one writing process, in

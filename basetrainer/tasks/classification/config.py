@@ -1,7 +1,7 @@
 """The classification task's command line and config: parsed, and checked before any work starts.
 
 Settings come from, highest first: ``key=value`` overrides, flags typed on the command
-line, the YAML file of ``-c``, and the defaults declared in :mod:`.settings`
+line, the YAML file of ``-c``, and the defaults declared in :mod:`basetrainer.tasks.classification.settings`
 (``configs/config.yaml`` is made from them and documents every key). Every value, wherever
 it came from, is checked against its declaration, and the keys against each other; an
 unknown key, a value of the wrong type or out of range is a one-line ConfigError naming

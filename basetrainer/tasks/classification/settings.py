@@ -1,6 +1,6 @@
 """Every config key of the classification task, declared once: the loop's keys (with the task's defaults),
 the model's, the keys every task shares (:mod:`basetrainer.tasks.common.settings`) and the task's own. Its command
-line (:mod:`.config`), ``configs/config.yaml`` and ``docs/reference/configuration.md``
+line (:mod:`basetrainer.tasks.classification.config`), ``configs/config.yaml`` and ``docs/reference/configuration.md``
 (:mod:`basetrainer.tasks.reference`) are made from these."""
 from ...config.kinds import Boolean, Choice, ListOf, Named, Number, Text
 from ...config.schema import Schema, Setting

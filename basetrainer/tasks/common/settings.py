@@ -3,7 +3,7 @@ loop's keys as a task sets them, and the keys every task reads the same way (the
 workers, the optimizer and schedule, processes and machines, loggers, checkpoints, early stopping and EMA).
 
 A task's settings (:mod:`basetrainer.tasks.classification.settings`, :mod:`basetrainer.tasks.detection.settings`,
-:mod:`basetrainer.tasks.text.settings`) take the ones it reads from :data:`COMMON_SETTINGS`, with its own defaults
+:mod:`basetrainer.tasks.text.settings`) take the ones it reads from ``COMMON_SETTINGS``, with its own defaults
 and help where they differ.
 """
 from ...config.kinds import Boolean, Choice, Integer, ListOf, Named, Number, OneOf, Text

@@ -4,7 +4,8 @@ truth as a pycocotools ``COCO`` (the annotation file itself, or the boxes of the
 ::
 
     truth = ground_truth_file("val/instances.json")
-    values = evaluate(truth, results, image_ids)   # {"map": ..., "map_50": ..., ..., "AP": {category_id: ap}}
+    values = evaluate(truth, results, image_ids)
+    # {"map": ..., "map_50": ..., ..., "AP": {category_id: ap}}
 
 The values are the six average precisions of ``COCOeval.stats`` (the first six numbers its ``summarize`` prints:
 IoU 0.5 to 0.95, 0.5, 0.75, then small, medium and large boxes; detectron2 reports the same six), under

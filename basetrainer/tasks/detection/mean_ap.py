@@ -14,7 +14,7 @@ class MeanAPRecorder(Callback):
     to 1: the six of its summary under the names of ``coco_evaluation.STATS`` (``logs["test"]["map"]``, IoU
     0.5 to 0.95; ``"map_50"``, ``"map_75"``, ``"map_small"``, ``"map_medium"``, ``"map_large"``, -1 where the test
     set has no box of that size), and each class's AP as ``logs["test"]["AP"][name]`` (``"AP/<name>"`` to a
-    ``target``, ``ModelCheckpoint`` or the history); the main process logs mAP, mAP@0.5, mAP@0.75 and the
+    ``target``, ``ModelCheckpoint`` or the history); the main process logs mAP, ``mAP@0.5``, ``mAP@0.75`` and the
     classes' AP in one line after each evaluation.
 
     ``on_test_summary`` reads ``outputs``, the model's list of ``{"boxes", "scores", "labels"}`` per image, and
