@@ -124,6 +124,7 @@ class Machines:
         command = ["ip", "netns", "exec", machine.namespace, "unshare", "--uts", "sh", "-c",
                    'hostname "$0" && exec "$@"', machine.hostname, *argv]
         process = subprocess.Popen(command, env=env, start_new_session=True, **popen_kwargs)
+        process.machine = machine
         self._processes.append(process)
         return process
 
@@ -143,6 +144,12 @@ class Machines:
 
     def kill(self, machine):
         """Kills every process in ``machine`` at once (SIGKILL), as a machine that loses its power."""
+        for process in self._processes:  # its process group too: one just started may not have entered the namespace
+            if process.machine is machine and process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         _kill_namespace(machine.namespace)
 
     def cut(self, machine):
