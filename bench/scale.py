@@ -34,26 +34,12 @@ import tracemalloc
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
 
 
 def shard_sizes(samples: int, per_shard: int) -> np.ndarray:
     sizes = np.full(samples // per_shard, per_shard, dtype=np.int64)
     return np.append(sizes, samples % per_shard) if samples % per_shard else sizes
-
-
-class ShardSizes:
-    """What the sampler sees of a folder of shards: its length and its epoch order."""
-
-    def __init__(self, sizes, window=4):
-        self.sizes, self.window = sizes, window
-
-    def __len__(self):
-        return int(self.sizes.sum())
-
-    def epoch_permutation(self, seed, epoch):
-        from basetrainer.data.streaming.order import shard_window_order
-
-        return shard_window_order(self.sizes, seed, epoch, self.window)
 
 
 def list_order(sizes, seed: int, epoch: int, window: int, run: int = 8) -> list:
@@ -86,6 +72,7 @@ def first_batch(kind: str, samples: int, per_shard: int, world: int, batch: int,
         share = (order * -(-total // len(order)))[:total][skip * world:][0::world]
         return share[:batch]
     from basetrainer.data.samplers import TrainSampler
+    from support.shard_index import ShardSizes
 
     sampler = TrainSampler(ShardSizes(sizes), num_replicas=world, rank=0, seed=0)
     sampler.set_epoch(1)
@@ -122,6 +109,8 @@ def measure(kind, samples, args, resume) -> dict:
 
 def quality(samples: int, per_shard: int, batch: int = 256) -> list:
     """Rows of shuffle quality for the orders compared (see the module docstring)."""
+    from support.shard_index import ShardSizes
+
     sizes = shard_sizes(samples, per_shard)
     rng = np.random.default_rng(0)
     orders = {"full permutation": rng.permutation(samples)}
@@ -170,6 +159,7 @@ def check(samples: int, per_shard: int) -> dict:
     epoch once (each batch of 48 to one of 4 loader workers: whole batches, so the ranks' shares are what counts),
     and a resume on 3 ranks at 90% of the epoch reads every remaining sample once besides the padding."""
     from basetrainer.data.samplers import TrainSampler
+    from support.shard_index import ShardSizes
 
     data, started = ShardSizes(shard_sizes(samples, per_shard)), time.perf_counter()
     seen, read = np.zeros(samples, dtype=bool), 0

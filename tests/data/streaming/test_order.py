@@ -6,21 +6,9 @@ import pytest
 
 from basetrainer.data.samplers import TrainSampler
 from basetrainer.data.streaming.order import ShardWindows, shard_window_order
+from support.shard_index import ShardSizes
 
 SCALES = [1_000_000, pytest.param(10_000_000, marks=pytest.mark.slow)]  # 10^7: about 10 s on 2 loaded cores
-
-
-class ShardSizes:
-    """What the samplers see of a folder of shards: its length and its epoch order."""
-
-    def __init__(self, sizes, window=4):
-        self.sizes, self.window = sizes, window
-
-    def __len__(self):
-        return int(self.sizes.sum())
-
-    def epoch_permutation(self, seed, epoch):
-        return shard_window_order(self.sizes, seed, epoch, self.window)
 
 
 @pytest.fixture(scope="module", params=SCALES, ids=lambda samples: f"{samples:.0e}")
