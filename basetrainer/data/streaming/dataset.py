@@ -61,7 +61,7 @@ class ShardDataset(Dataset):
                                           _read_or_none(self.location.file(INDEX)) or "{}", str(self.location))
             self._check_local_sizes()
         self._reader, self._reader_pid, self._warned = None, None, set()
-        self._shard_sizes = None  # made by the first epoch_permutation
+        self._shard_sizes = None  # made on first use (shard_sizes)
 
     # ------------------------------------------------------------------ what the engine reads
     def __len__(self) -> int:
@@ -95,12 +95,17 @@ class ShardDataset(Dataset):
         """Each image's COCO id in COCO shards, in dataset order."""
         return list(self.manifest.meta.get("image_ids", []))
 
+    @property
+    def shard_sizes(self) -> np.ndarray:
+        """The samples of each shard, in the manifest's order (read from it once)."""
+        if self._shard_sizes is None:
+            self._shard_sizes = np.array([int(shard["samples"]) for shard in self.manifest.shards], dtype=np.int64)
+        return self._shard_sizes
+
     def epoch_permutation(self, seed: int, epoch: int):
         """The order of ``epoch``'s samples (the training sampler's, instead of a plain permutation): an
         :class:`~basetrainer.data.epoch_order.Order` that computes them, holding 16 bytes a shard and 64 a window."""
-        if self._shard_sizes is None:
-            self._shard_sizes = np.array([int(shard["samples"]) for shard in self.manifest.shards], dtype=np.int64)
-        return shard_window_order(self._shard_sizes, seed, epoch, self.window)
+        return shard_window_order(self.shard_sizes, seed, epoch, self.window)
 
     def sampler_epoch(self, seed: int, epoch: int) -> None:
         """Called by the training sampler before each epoch (before its workers start): seeds the augmentation."""

@@ -56,7 +56,7 @@ class ShardMixture(Dataset):
         self.datasets, self.weights, self.name = list(datasets), list(weights), name
         self.first = np.concatenate([[0], np.cumsum([len(dataset) for dataset in datasets])]).astype(np.int64)
         self.window = datasets[0].window
-        self._sizes, self._logged = None, None
+        self._logged = None
 
     def __len__(self) -> int:
         return int(self.first[-1])
@@ -90,10 +90,7 @@ class ShardMixture(Dataset):
         return types.SimpleNamespace(digest=hashlib.sha256(text.encode()).hexdigest())
 
     def _sources(self) -> list:
-        if self._sizes is None:
-            self._sizes = [np.array([int(shard["samples"]) for shard in dataset.manifest.shards], dtype=np.int64)
-                           for dataset in self.datasets]
-        return list(zip(self._sizes, self.weights))
+        return [(dataset.shard_sizes, weight) for dataset, weight in zip(self.datasets, self.weights)]
 
     def epoch_permutation(self, seed: int, epoch: int):
         """The order of ``epoch``'s samples (:class:`~basetrainer.data.streaming.mixture.Mixture`'s)."""
