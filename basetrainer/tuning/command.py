@@ -10,6 +10,7 @@ writes to ``<work_dir>/<tool>/``: its results, and the trainer's ``config.yaml``
 that fails removes that folder when it made it, so a refused run leaves nothing behind.
 """
 import copy
+import importlib
 import os
 import shutil
 import sys
@@ -20,9 +21,8 @@ from ..config.flags import ArgumentParser, add_setting_flags
 from ..distributed import comm
 from ..distributed.launch import launch
 from ..errors import BaseTrainerError, ConfigError
-from ..tasks import take_task
+from ..tasks import TASKS, take_task
 from ..tasks.classification import ClassificationTrainer, prepare_data
-from ..tasks.classification.config import get_parser as classification_parser
 from ..tasks.classification.config import parse_config
 from ..utils.console import exit_with
 from ..utils.log import set_logger
@@ -41,11 +41,7 @@ def task_pipeline(task: str):
 
 def task_parser(task: str, prog=None):
     """The parser of the task named (its flags and ``KEY=VALUE``), with ``--task`` itself beside them."""
-    if task == "text":
-        from ..tasks.text.config import get_parser
-    else:
-        get_parser = classification_parser
-    parser = get_parser(prog)
+    parser = importlib.import_module(f"{TASKS[task]}.config").get_parser(prog)  # the task's own, as train's
     parser.add_argument_group("the task").add_argument(
         "--task", choices=TOOL_TASKS, default="classification",
         help="the task whose model, data and flags the tool takes (each has flags of its own: give --task text "
