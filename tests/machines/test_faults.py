@@ -2,12 +2,14 @@
 system): a machine killed mid-epoch ends the other's processes in one line naming it, with the exit code a scheduler
 requeues on, and the job started again with ``resume: auto`` ends as a run that lost nothing; a link down for 5 s
 mid-all-reduce is waited out when the timeout allows it, and ends the job through the watchdog, naming the ranks
-gone quiet, when it does not; ``torchrun --nnodes 1:2 --max-restarts 1`` goes on with the machine left. Rank 1
+gone quiet, when it does not; ``torchrun --nnodes 1:2 --max-restarts 1`` goes on with the machine left, training every sample of the
+interrupted epoch once (the job on shards, each rank recording what it trained). Rank 1
 (machine 1) pauses after step 6 (of 36), so that the fault lands mid-epoch whatever the machine's load.
 
 One process per machine: with 2 ranks gloo's sums do not depend on the order it adds in, which with 4 depends on
 DDP's bucket layout, rebuilt after a fresh DDP's first step (a resumed run then differs from an uninterrupted one in
 the last bits, on one machine as on two)."""
+import json
 import os
 import time
 
@@ -16,6 +18,7 @@ import pytest
 from support.compare import load_result, same_weights
 from support.ddp_reference import assert_equal_to_one_process, one_process_weights
 from support.processes import TINY
+from support.shards import numbered_shards
 
 pytestmark = pytest.mark.slow
 
@@ -116,12 +119,16 @@ def test_a_link_cut_longer_than_the_watchdog_allows_ends_the_job_naming_the_rank
     assert far_code == 124 or f"the machine at {machines[0].address} went away" in far_line, far_line
 
 
-def test_torchrun_elastic_over_1_to_2_machines_goes_on_with_the_one_left_when_a_machine_is_lost(machines, tmp_path):
+def test_torchrun_elastic_over_1_to_2_machines_goes_on_with_the_one_left_training_every_sample_of_the_epoch_once(
+        machines, tmp_path):
     elastic = ["-m", "torch.distributed.run", "--nnodes", "1:2", "--nproc_per_node", 1, "--max-restarts", 1,
                "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{machines[0].hostname}:29400", "--rdzv_id", "job",
                "--rdzv_conf", "last_call_timeout=1"]
-    job = [TINY, *JOB[4:], "--resume", "auto", "--hang-on-rank", "1:6", "--timeout", 60, "--work-dir",
-           tmp_path / "work", "--out", tmp_path / "w.pt"]
+    record = tmp_path / "record"
+    record.mkdir()
+    job = [TINY, *JOB[4:], "--shards", numbered_shards(tmp_path / "shards", n=TRAIN_SIZE), "--record", record,
+           "--resume", "auto", "--hang-on-rank", "1:6", "--timeout", 60, "--work-dir", tmp_path / "work",
+           "--out", tmp_path / "w.pt"]
     processes = [machines.python(m, [*elastic, *job], tmp_path / f"run{m.index}.log") for m in machines]
     wait_for_checkpoint(tmp_path, processes)
     time.sleep(1)
@@ -130,3 +137,12 @@ def test_torchrun_elastic_over_1_to_2_machines_goes_on_with_the_one_left_when_a_
     assert code == 0, log[-3000:]
     assert "last.pth was written by 2 process(es), this run has 1" in log  # restarted on machine 0 alone, resumed
     assert load_result(tmp_path / "w.pt")["logs"]["epoch"] == 1  # and trained to the end (epochs 0 and 1)
+    # epoch 0: what the 2 machines trained up to the checkpoint, then the one left: every sample once
+    batches = [json.loads(line) for path in sorted(record.glob("rank*.jsonl")) for line in path.read_text().split("\n")
+               if line]
+    after = [b for b in batches if b["processes"] == 1 and b["epoch"] == 0]
+    consumed = min(b["batch"] for b in after) * 8  # the one left starts where both together stopped
+    before = [i for b in batches if b["processes"] == 2 and b["epoch"] == 0 and b["batch"] < consumed // 16
+              for i in b["indices"]]
+    assert 0 < len(before) == consumed < TRAIN_SIZE
+    assert sorted(before + [i for b in after for i in b["indices"]]) == list(range(TRAIN_SIZE))

@@ -16,7 +16,7 @@ it opened for writing under the work dir (seen through a Python audit hook) and 
 events of each phase it saw. ``--shards LOCATION`` trains on shards of the same kind of samples
 (``support.shards.Numbered``: the noise is the shards' augmentation, seeded per sample) with
 ``--workers N`` loader workers, and ``--record D`` makes every rank append to D the sample indices
-of each batch it trains (``rank<R>.jsonl``: epoch, batch, indices); ``--stop-process-at E:B:PID``
+of each batch it trains (``rank<R>.jsonl``: epoch, batch, indices, and the job's number of processes); ``--stop-process-at E:B:PID``
 stops the process PID (a server the shards come from) after batch B of epoch E.
 
     python tests/workers/tiny.py --work-dir D --out W.pt [--procs 2] [--resume auto] ...
@@ -153,7 +153,7 @@ class TinyTrainer(EngineTrainer):
             if self.cfg.record and self.model.training:
                 with open(os.path.join(self.cfg.record, f"rank{self.rank}.jsonl"), "a") as f:
                     f.write(json.dumps({"epoch": self.state.epoch, "batch": self.state.batch,
-                                        "indices": indices.tolist()}) + "\n")
+                                        "indices": indices.tolist(), "processes": self.world_size}) + "\n")
         return super().run_step(inputs)
 
     def build_test_loader(self, cfg):
