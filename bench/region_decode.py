@@ -1,6 +1,6 @@
 """Decoding a random crop's region against the whole JPEG, library by library: CPU milliseconds per image.
 
-    python bench/region_decode.py [--per-class 20] [--size 224] [--rounds 3]
+    python bench/region_decode.py [--per-class 20] [--size 224] [--rounds 3] [--instructions]
 
 On the photo-like digits' training JPEGs (``per_class`` of each digit: about 450 x 350 pixels and 100 KB, as
 ImageNet's photographs), with the crops basetrainer's RandomResizedCrop draws at ``--size`` from seed 0, each
@@ -19,6 +19,11 @@ and how many images are the same bit for bit. A library that does not import her
 - ``decoder: cpu`` today and with the region: simplejpeg at the reduction the plan allows (1/2, 1/4, 1/8: the
   DCT scaling Pillow's ``draft`` and OpenCV's ``IMREAD_REDUCED_*`` use too), and the region at that reduction.
 
+With ``--instructions``, what the load of a shared machine does not change: the instructions per image of
+simplejpeg's whole decode and of libjpeg-turbo 3's whole and region decodes, each counted by valgrind's callgrind
+in a process of its own that imports numpy and the decoder alone (no torch), less that of a process that only
+reads the files.
+
 Figures: bench/RESULTS.md, "Input pipeline" (the region table).
 """
 import argparse
@@ -27,7 +32,10 @@ import importlib.metadata
 import importlib.util
 import io
 import os
+import json
+import re
 import resource
+import subprocess
 import sys
 import tempfile
 
@@ -130,19 +138,59 @@ def pyturbojpeg1(lib_path):
     return decode_cropped
 
 
+COUNTED = {  # what each callgrind process runs on DATAS (the files' bytes) and ITEMS ((top, left, height, width, rows))
+    "read only": "pass",
+    "simplejpeg 1.9, whole": "import simplejpeg\nfor d in DATAS: simplejpeg.decode_jpeg(d, colorspace='RGB')",
+    "libjpeg-turbo 3.0 TurboJPEG (ctypes), whole": "for d, c in zip(DATAS, ITEMS): REGION.decode(d, (0, 0, c[4], c[5]))",
+    "libjpeg-turbo 3.0 TurboJPEG (ctypes), region": "for d, c in zip(DATAS, ITEMS): REGION.decode(d, tuple(c[:4]))",
+}
+_PROLOGUE = """import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("jpeg_region", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+REGION = module.region_decoder()
+paths, ITEMS = zip(*json.load(open(sys.argv[2])))
+DATAS = [open(path, "rb").read() for path in paths]
+"""
+
+
+def count_instructions(paths, plans, scratch):
+    """Instructions per image of each of COUNTED's decodes (callgrind), less the reading's."""
+    items = os.path.join(scratch, "items.json")
+    with open(items, "w", encoding="utf-8") as stream:
+        json.dump([(path, [*plan.crop, *reversed(Opened(open(path, "rb").read()).size)])
+                   for path, plan in zip(paths, plans)], stream)
+    module = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "basetrainer", "data", "images",
+                          "jpeg_region.py")
+    counts = {}
+    for name, loop in COUNTED.items():
+        done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/callgrind.out",
+                               sys.executable, "-c", _PROLOGUE + loop, module, items],
+                              capture_output=True, text=True, check=True)
+        counts[name] = int(re.search(r"Collected : (\d+)", done.stderr).group(1))
+    print("\n| library, how | instructions per image (millions, callgrind) |\n| --- | --- |")
+    for name, count in counts.items():
+        if name != "read only":
+            print(f"| {name} | {(count - counts['read only']) / len(paths) / 1e6:.2f} |")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-class", type=int, default=20)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--instructions", action="store_true", help="count instructions with callgrind too")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as scratch:
         root = write_photo_digits(os.path.join(scratch, "photos"), per_class=args.per_class)
-        datas = [open(path, "rb").read() for path in sorted(glob.glob(os.path.join(root, "train", "*", "*.jpg")))]
-    recipe = Recipe(size=(args.size, args.size), train=True, augmentation="imagenet", hflip=True)
-    torch.manual_seed(0)
-    plans = [sample_plan(recipe, *Opened(data).size) for data in datas]
+        paths = sorted(glob.glob(os.path.join(root, "train", "*", "*.jpg")))
+        datas = [open(path, "rb").read() for path in paths]
+        recipe = Recipe(size=(args.size, args.size), train=True, augmentation="imagenet", hflip=True)
+        torch.manual_seed(0)
+        plans = [sample_plan(recipe, *Opened(data).size) for data in datas]
+        if args.instructions:
+            count_instructions(paths, plans, scratch)
     references = [np.asarray(Image.open(io.BytesIO(data)).convert("RGB")) for data in datas]
     reduced = sum(plan.reduction(*Opened(data).size) > 1 for plan, data in zip(plans, datas))
     with open("/proc/loadavg", encoding="utf-8") as stream:

@@ -9,7 +9,7 @@ The pixels are those of the whole image's decode, bit for bit: one MCU more than
 side, so that chroma upsampling at the region's edges (which treats them as the image's) never reaches the
 crop's pixels, and the same slow-integer inverse DCT and smooth upsampling are used as simplejpeg's and Pillow's.
 
-The library: the TurboJPEG 3 library that the ``turbojpeg`` wheels bundle (``pip install basetrainer[region]``:
+The library: the TurboJPEG 3 library that the ``turbojpeg`` wheels bundle (``pip install "basetrainer[region]"``:
 Linux x86-64 and Windows for Python 3.9-3.13, macOS arm64 for 3.9-3.12), else a system one that has the
 TurboJPEG 3 API (libjpeg-turbo 3.0 and later). Without either, :func:`region_decoder` is None and images are
 decoded whole, as before (:data:`MISSING`, the start-up line's note). Python's ``turbojpeg`` module itself is
@@ -23,8 +23,8 @@ from typing import Optional
 
 import numpy as np
 
-MISSING = ("JPEG crops decoded whole: `pip install basetrainer[region]` (libjpeg-turbo 3) decodes only each "
-           "crop's region, about a fifth less decoding")
+MISSING = ('JPEG crops decoded whole; pip install "basetrainer[region]" (libjpeg-turbo 3) decodes only each '
+           "crop's region, a fifth less decoding")
 
 _INIT_DECOMPRESS = 1
 _JPEG_WIDTH, _JPEG_HEIGHT, _SUBSAMPLING = 5, 6, 4  # TJPARAM_JPEGWIDTH, TJPARAM_JPEGHEIGHT, TJPARAM_SUBSAMP
