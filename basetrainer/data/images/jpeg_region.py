@@ -83,6 +83,16 @@ def _declare(lib):
     return lib
 
 
+class _Handle:
+    """A TurboJPEG decompressor, destroyed with its thread's local data (or the process)."""
+
+    def __init__(self, lib):
+        self.lib, self.pointer = lib, lib.tj3Init(_INIT_DECOMPRESS)
+
+    def __del__(self):
+        self.lib.tj3Destroy(self.pointer)
+
+
 class RegionDecoder:
     """Decodes a box of a JPEG to RGB, each thread with its own TurboJPEG handle (a loader worker is a process of
     its own: a forked handle is a copy, used by that process alone)."""
@@ -94,8 +104,8 @@ class RegionDecoder:
     def _handle(self):
         handle = getattr(self.local, "handle", None)
         if handle is None:
-            handle = self.local.handle = self.lib.tj3Init(_INIT_DECOMPRESS)
-        return handle
+            handle = self.local.handle = _Handle(self.lib)
+        return handle.pointer
 
     def decode(self, data, box, reduction=1) -> Optional[np.ndarray]:
         """The RGB uint8 ``(height, width, 3)`` view of ``box`` (``top, left, height, width``, in the image

@@ -3,6 +3,7 @@ decode, bit for bit, for baseline and progressive JPEGs, 4:2:0, 4:2:2, 4:4:4 and
 1/4 and 1/8, crops at the image's edges and across its MCUs; ``decoder: cpu`` makes the same batches with it as
 without it, and leaves to the whole decode what it refuses."""
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -80,3 +81,19 @@ def test_a_truncated_jpeg_is_refused_and_left_to_the_whole_decode_which_says_why
 
 def test_bytes_that_are_no_jpeg_are_refused():
     assert region_decoder().decode(b"\xff\xd8 not a jpeg at all", (0, 0, 1, 1)) is None
+
+
+def test_threads_decode_at_once_each_with_its_own_handle():
+    data = photo_jpeg(101, 67, progressive=True)
+    expected = decode_jpeg(data, (101, 67))[5:45, 3:83]
+    results = []
+
+    def decode_many():
+        results.extend(np.array_equal(region_decoder().decode(data, (5, 3, 40, 80)), expected) for _ in range(20))
+
+    threads = [threading.Thread(target=decode_many) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [True] * 80
