@@ -31,8 +31,8 @@ import glob
 import importlib.metadata
 import importlib.util
 import io
-import os
 import json
+import os
 import re
 import resource
 import subprocess
@@ -45,7 +45,7 @@ from PIL import Image
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from basetrainer.data.images.cpu_decode import Opened, decode, decode_crop  # noqa: E402
+from basetrainer.data.images.cpu_decode import Opened, decode, decode_crop, read_bytes  # noqa: E402
 from basetrainer.data.images.crops import Recipe, sample_plan  # noqa: E402
 from basetrainer.data.images.jpeg_region import region_decoder  # noqa: E402
 from basetrainer.data.images.photo_digits import write_photo_digits  # noqa: E402
@@ -138,10 +138,11 @@ def pyturbojpeg1(lib_path):
     return decode_cropped
 
 
-COUNTED = {  # what each callgrind process runs on DATAS (the files' bytes) and ITEMS ((top, left, height, width, rows))
+COUNTED = {  # what each callgrind process runs on DATAS (the files' bytes) and ITEMS ((top, left, height, width, rows, columns))
     "read only": "pass",
     "simplejpeg 1.9, whole": "import simplejpeg\nfor d in DATAS: simplejpeg.decode_jpeg(d, colorspace='RGB')",
-    "libjpeg-turbo 3.0 TurboJPEG (ctypes), whole": "for d, c in zip(DATAS, ITEMS): REGION.decode(d, (0, 0, c[4], c[5]))",
+    "libjpeg-turbo 3.0 TurboJPEG (ctypes), whole":
+        "for d, c in zip(DATAS, ITEMS): REGION.decode(d, (0, 0, c[4], c[5]))",
     "libjpeg-turbo 3.0 TurboJPEG (ctypes), region": "for d, c in zip(DATAS, ITEMS): REGION.decode(d, tuple(c[:4]))",
 }
 _PROLOGUE = """import importlib.util, json, sys
@@ -158,8 +159,8 @@ def count_instructions(paths, plans, scratch):
     """Instructions per image of each of COUNTED's decodes (callgrind), less the reading's."""
     items = os.path.join(scratch, "items.json")
     with open(items, "w", encoding="utf-8") as stream:
-        json.dump([(path, [*plan.crop, *reversed(Opened(open(path, "rb").read()).size)])
-                   for path, plan in zip(paths, plans)], stream)
+        json.dump([(path, [*plan.crop, *reversed(Opened(read_bytes(path)).size)]) for path, plan in zip(paths, plans)],
+                  stream)
     module = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "basetrainer", "data", "images",
                           "jpeg_region.py")
     counts = {}
@@ -185,7 +186,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as scratch:
         root = write_photo_digits(os.path.join(scratch, "photos"), per_class=args.per_class)
         paths = sorted(glob.glob(os.path.join(root, "train", "*", "*.jpg")))
-        datas = [open(path, "rb").read() for path in paths]
+        datas = [bytes(read_bytes(path)) for path in paths]
         recipe = Recipe(size=(args.size, args.size), train=True, augmentation="imagenet", hflip=True)
         torch.manual_seed(0)
         plans = [sample_plan(recipe, *Opened(data).size) for data in datas]

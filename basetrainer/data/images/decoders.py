@@ -29,11 +29,11 @@ from PIL import Image
 from ...errors import ConfigError
 from ...utils.log import get_logger
 from ..folder import CheckedImageFolder
-from .on_device import CollateUint8
 from .cpu_decode import DecodeOnCpu, read_bytes
-from .jpeg_region import MISSING, region_decoder
-from .gpu_decode import CollateEncoded, ReadForGpu
 from .crops import Recipe
+from .gpu_decode import CollateEncoded, ReadForGpu
+from .jpeg_region import MISSING, region_decoder
+from .on_device import CollateUint8
 from .reference_recipe import reference_transform
 
 DECODERS = ("auto", "cpu", "pil", "nvjpeg")

@@ -8,12 +8,12 @@ import threading
 import numpy as np
 import pytest
 import torch
+from test_cpu_decode import photo_jpeg
 
 from basetrainer.data.images.cpu_decode import DecodeOnCpu, Opened, decode, decode_crop, decode_jpeg, read_bytes
 from basetrainer.data.images.crops import Plan, Recipe
 from basetrainer.data.images.jpeg_region import region_decoder
 from basetrainer.data.images.photo_digits import write_photo_digits
-from test_cpu_decode import photo_jpeg
 
 pytestmark = pytest.mark.skipif(region_decoder() is None,
                                 reason="no libjpeg-turbo 3: pip install basetrainer[region]")
