@@ -97,3 +97,9 @@ def test_threads_decode_at_once_each_with_its_own_handle():
     for thread in threads:
         thread.join()
     assert results == [True] * 80
+
+
+def test_the_start_up_note_names_the_region_decode():
+    from basetrainer.data.images.decoders import region_said
+
+    assert region_said() == "decoder cpu: JPEG crops decoded alone (libjpeg-turbo 3's TurboJPEG API)"
