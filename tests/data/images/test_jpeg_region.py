@@ -16,7 +16,7 @@ from basetrainer.data.images.jpeg_region import region_decoder
 from basetrainer.data.images.photo_digits import write_photo_digits
 
 pytestmark = pytest.mark.skipif(region_decoder() is None,
-                                reason="no libjpeg-turbo 3: pip install basetrainer[region]")
+                                reason='no libjpeg-turbo 3: pip install "basetrainer[region]"')
 
 KINDS = [dict(), dict(progressive=True), dict(mode="L"), dict(subsampling="4:4:4"),
          dict(subsampling="4:4:4", progressive=True), dict(subsampling="4:2:2"), dict(mode="L", progressive=True)]
