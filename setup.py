@@ -16,6 +16,10 @@ DOCS = ["sphinx>=8.1", "myst-parser>=4", "furo>=2024.8", "sphinx-argparse>=0.5",
 # The text task: the model (dtype= in from_pretrained: transformers 4.56), LoRA, datasets, tokenizers, weights.
 HF = ["transformers>=4.56", "peft>=0.17", "datasets>=3.0", "tokenizers>=0.21", "safetensors>=0.4.3"]
 
+REGION = ('turbojpeg==0.0.2; python_version < "3.14" and (platform_machine == "x86_64" and platform_system == "Linux"'
+          ' or platform_machine == "AMD64" and platform_system == "Windows"'
+          ' or platform_machine == "arm64" and platform_system == "Darwin" and python_version < "3.13")')
+
 EXTRAS = {
     "plots": [],  # matplotlib is a core dependency now; the extra stays for old install commands
     "prune": ["torch-pruning>=1.4"],
@@ -33,6 +37,9 @@ EXTRAS = {
     "detection": ["pycocotools>=2.0.7"],
     "timm": ["timm>=1.0"],  # net_type: timm/<name>
     "nvjpeg": ["torchcodec>=0.16"],  # decoder: nvjpeg, TorchCodec's nvJPEG (torchvision 0.29 deprecates its own)
+    # decoder: cpu decodes a random crop's region alone with the libjpeg-turbo 3 library bundled in turbojpeg's
+    # wheels (basetrainer.data.images.jpeg_region); only where there are wheels, the whole image decoded elsewhere.
+    "region": [REGION],
     # The text task (basetrainer train --task text): pretrained transformers, their tokenizers, datasets, LoRA.
     "hf": HF,
     "ray": ["ray[train]>=2.40"],  # basetrainer.integrations.ray, basetrainer train --ray N
@@ -52,7 +59,7 @@ EXTRAS = {
     "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.100", "psutil>=5.9", "torch-pruning>=1.4", *ONNX, "mlflow>=2.9",
              "wandb>=0.19.10", "optuna>=3.0", "torch-tb-profiler>=0.4", "nni==2.10.1",
              "torchmetrics>=1.4", "pycocotools>=2.0.7", "timm>=1.0", "ray[train]>=2.40",
-             "torchft-nightly>=2026.10.26", "litdata>=0.2.76,<0.3", "moto[server]>=5.0", *DOCS, *HF,
+             "torchft-nightly>=2026.10.26", "litdata>=0.2.76,<0.3", "moto[server]>=5.0", REGION, *DOCS, *HF,
              "accelerate>=1.0", "torchcodec>=0.16"],  # accelerate: HF's Trainer in bench/
 }
 EXTRAS["all"] = sorted({package for name, packages in EXTRAS.items() if name not in ("test", "docs") for package in packages})

@@ -12,7 +12,9 @@ folder: 1,437 JPEGs of about 450 x 350 pixels and 98 KB), at ``--size`` with the
 - ``timm``: timm's ``ImageDataset`` and ``create_loader`` with its ImageNet training transforms, colour jitter off
   (the same augmentation as the others; timm's default adds ColorJitter(0.4)), without its CUDA prefetcher;
 - ``pil``, ``cpu``: basetrainer's decoders (``decoder: pil`` is the reference recipe through the task's code;
-  ``decoder: cpu``, the default, hands uint8 to the copy, and the float conversion and normalisation follow it);
+  ``decoder: cpu``, the default, hands uint8 to the copy, and the float conversion and normalisation follow it;
+  it decodes each crop's region alone where libjpeg-turbo 3 is installed, ``pip install basetrainer[region]``);
+- ``cpu-whole``: ``decoder: cpu`` decoding every JPEG whole, as without libjpeg-turbo 3;
 - ``nvjpeg`` (CUDA only): the files' bytes to the GPU, decoded, cropped and normalised there (synchronised);
 - ``dali``, ``spdl``: NVIDIA DALI's CPU pipeline (its own crops, decoding only their region) and Meta's SPDL
   (threads; FFmpeg decodes, crops, resizes and flips), uint8 out as ``cpu``'s: ``bench/input_peers.py``. Their
@@ -54,7 +56,7 @@ from basetrainer.utils.batch import move_to_device  # noqa: E402
 from input_peers import PEERS, missing, peer_loader  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-PIPELINES = ("reference", "timm", "pil", "cpu", *PEERS, "nvjpeg")
+PIPELINES = ("reference", "timm", "pil", "cpu", "cpu-whole", *PEERS, "nvjpeg")
 
 
 def make_loader(pipeline, root, size, batch_size, workers):
@@ -73,7 +75,9 @@ def make_loader(pipeline, root, size, batch_size, workers):
     if pipeline in PEERS:
         return peer_loader(pipeline, root, size, batch_size, workers, MEAN, STD)
     recipe = Recipe(size=(size, size), train=True, augmentation="imagenet", hflip=True)
-    dataset, collate = image_folder(root, recipe, pipeline, MEAN, STD)
+    dataset, collate = image_folder(root, recipe, pipeline.replace("-whole", ""), MEAN, STD)
+    if pipeline == "cpu-whole":  # the whole JPEG decoded even where libjpeg-turbo 3 could decode the crop alone
+        dataset.loader.decode.region = False
     return DataLoader(dataset, collate_fn=collate, **common)
 
 

@@ -5,6 +5,7 @@
 - :mod:`.reference_recipe`: torchvision's reference recipe (Pillow, ``ToTensor``, ``Normalize``), ``decoder: pil``;
 - :mod:`.jpeg_header`: a JPEG's size and components from its frame header, nothing decoded;
 - :mod:`.cpu_decode`: ``decoder: cpu``, libjpeg-turbo at reduced size and uint8 augmentation in the loader;
+- :mod:`.jpeg_region`: a random crop's region of a JPEG decoded alone (libjpeg-turbo 3, the ``region`` extra);
 - :mod:`.gpu_decode`: ``decoder: nvjpeg``, the files' bytes to the GPU, decoded and augmented there;
 - :mod:`.on_device`: the batches that finish on the device (float, normalisation, channels-last) after the copy;
 - :mod:`.decoders`: the setting's values, its checks and the one call a task makes (:func:`.decoders.image_folder`);

@@ -6,15 +6,17 @@ Per image, in the loader (its workers, or the training process with ``num_worker
 1. its size is found (:class:`Opened`): a JPEG's from its frame header, any other file's by Pillow; bytes that
    are not an image fail here or where they are decoded, and the data's ``on_bad_image`` applies;
 2. the image's :class:`~.crops.Plan` is drawn from that size;
-3. a JPEG is decoded by libjpeg-turbo through simplejpeg (its TurboJPEG API, the library bundled in simplejpeg's
-   wheels), whole or at 1/2, 1/4 or 1/8 of its size where the plan still only downscales from there (the DCT
-   scaling of its fast, SIMD inverse DCTs), into ``(H, W, C)`` rows, the layout the uint8 resize reads fastest;
-   other formats, and JPEGs it refuses, by Pillow (which says in its own words why a file cannot be decoded);
+3. a JPEG is decoded by libjpeg-turbo, at 1/2, 1/4 or 1/8 of its size where the plan still only downscales from
+   there (the DCT scaling of its fast, SIMD inverse DCTs), into ``(H, W, C)`` rows, the layout the uint8 resize
+   reads fastest: only the crop's region where the plan crops first (RandomResizedCrop) and libjpeg-turbo 3 is
+   installed (:mod:`.jpeg_region`), else whole through simplejpeg (the library bundled in its wheels); other
+   formats, and JPEGs libjpeg-turbo refuses, by Pillow (which says in its own words why a file cannot be decoded);
 4. the plan crops, resizes (antialiased) and flips the uint8 tensor (``torchvision.transforms.v2``'s kernels).
 
 What leaves the loader is uint8: a quarter of the bytes of a float batch to copy to the device, where the
 conversion to float and the normalisation happen (:mod:`.on_device`).
 """
+import dataclasses
 import io
 import os
 
@@ -25,6 +27,7 @@ from PIL import Image
 
 from .crops import Plan, Recipe, sample_plan
 from .jpeg_header import jpeg_header
+from .jpeg_region import RegionDecoder, region_decoder
 
 
 def read_bytes(path) -> bytearray:
@@ -59,15 +62,31 @@ class Opened:
 class DecodeOnCpu:
     """A loader's decoder under ``decoder: cpu``: an image file's bytes to its uint8 ``(3, H, W)`` tensor of the
     recipe's size, cropped, resized and flipped by a plan drawn for it (``name``, the file's path or the shard
-    sample's name, is for messages)."""
+    sample's name, is for messages). ``region``: a crop's region alone where libjpeg-turbo 3 is found."""
 
-    def __init__(self, recipe: Recipe):
+    def __init__(self, recipe: Recipe, region: bool = True):
         self.recipe = recipe
+        self.region = region and region_decoder() is not None  # the decoder itself is the process's own
 
     def __call__(self, data, name="") -> torch.Tensor:
         opened = Opened(data)
         plan = sample_plan(self.recipe, *opened.size)
+        if self.region and opened.plain_jpeg and plan.resize is None:
+            crop = decode_crop(region_decoder(), opened, plan)
+            if crop is not None:
+                return dataclasses.replace(plan, crop=(0, 0, *crop.shape[-2:])).apply(crop)
         return plan.apply(*decode(opened, plan))
+
+
+def decode_crop(decoder: RegionDecoder, opened: Opened, plan: Plan):
+    """The pixels of ``plan``'s crop alone, as uint8 ``(3, H, W)`` (a view of ``(H, W, 3)`` rows), decoded as small
+    as the plan allows (the crop scaled as :meth:`.Plan.apply` scales it), the same pixels as the crop of
+    :func:`decode`'s; None where libjpeg-turbo refuses the file or warns about it."""
+    size = opened.size
+    reduction = plan.reduction(*size)
+    crop = plan.crop if reduction == 1 else plan.scaled_crop(-(-size[1] // reduction), -(-size[0] // reduction), size)
+    pixels = decoder.decode(opened.data, crop, reduction)
+    return None if pixels is None else torch.from_numpy(pixels).permute(2, 0, 1)
 
 
 def decode(opened: Opened, plan: Plan):

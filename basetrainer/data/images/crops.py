@@ -90,14 +90,13 @@ class Plan:
             top, left, height, width = self.crop
             image = F.crop(image, top, left, height, width)
         else:
-            top, left, height, width = self._scaled_crop(image, original)
+            top, left, height, width = self.crop if original is None else self.scaled_crop(*image.shape[-2:], original)
             image = F.resize(_pixel_rows(F.crop(image, top, left, height, width)), list(self.size), antialias=True)
         return F.horizontal_flip(image) if self.flip else image
 
-    def _scaled_crop(self, image, original):
-        if original is None:
-            return self.crop
-        rows, columns = image.shape[-2:]
+    def scaled_crop(self, rows: int, columns: int, original: Tuple[int, int]) -> Tuple[int, int, int, int]:
+        """The crop (``top, left, height, width``) in the image of ``rows`` x ``columns`` pixels that the image of
+        ``original`` size (``(width, height)``) the plan was drawn for was decoded to."""
         scale_y, scale_x = rows / original[1], columns / original[0]
         top, left, height, width = self.crop
         top, left = min(round(top * scale_y), rows - 1), min(round(left * scale_x), columns - 1)

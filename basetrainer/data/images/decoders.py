@@ -8,7 +8,9 @@ decoder       decodes                               crops, resizes, flips       
                                                                                       reference recipe
 ``cpu``       libjpeg-turbo (simplejpeg), at 1/2,   ``transforms.v2`` on uint8, in    on the device, after the copy
               1/4 or 1/8 of the size where the      the loader                        of uint8 (a quarter of the
-              crop allows it (:mod:`.cpu_decode`)                                     bytes)
+              crop allows it (:mod:`.cpu_decode`);                                    bytes)
+              a random crop's region alone with
+              libjpeg-turbo 3 (:mod:`.jpeg_region`)
 ``nvjpeg``    the GPU (TorchCodec's nvJPEG), a      on the GPU                        on the GPU
               batch at a time (:mod:`.gpu_decode`)
 ``auto``      ``cpu``
@@ -25,14 +27,18 @@ import torch
 from PIL import Image
 
 from ...errors import ConfigError
+from ...utils.log import get_logger
 from ..folder import CheckedImageFolder
-from .on_device import CollateUint8
 from .cpu_decode import DecodeOnCpu, read_bytes
-from .gpu_decode import CollateEncoded, ReadForGpu
 from .crops import Recipe
+from .gpu_decode import CollateEncoded, ReadForGpu
+from .jpeg_region import MISSING, region_decoder
+from .on_device import CollateUint8
 from .reference_recipe import reference_transform
 
 DECODERS = ("auto", "cpu", "pil", "nvjpeg")
+logger = get_logger()
+_said = []
 
 
 def resolve_decoder(decoder: str, device: torch.device) -> tuple:
@@ -44,6 +50,13 @@ def resolve_decoder(decoder: str, device: torch.device) -> tuple:
     return decoder, "decoder"
 
 
+def region_said() -> str:
+    """What ``decoder: cpu`` does with a random crop's region: decoded alone (libjpeg-turbo 3 found), or the whole
+    JPEG decoded and the one-line note of what installs the region decode."""
+    return ("decoder cpu: JPEG crops decoded alone (libjpeg-turbo 3's TurboJPEG API)" if region_decoder() is not None
+            else f"decoder cpu: {MISSING}")
+
+
 def image_decoder(recipe: Recipe, decoder: str, mean, std) -> tuple:
     """``(decode, collate_fn)``: ``decode(data, name)`` makes the sample of an image file's bytes that ``decoder``
     (resolved: ``pil``, ``cpu`` or ``nvjpeg``) makes under ``recipe``, normalised by ``mean`` and ``std``
@@ -52,6 +65,9 @@ def image_decoder(recipe: Recipe, decoder: str, mean, std) -> tuple:
     if decoder == "pil":
         return DecodeWithPillow(reference_transform(recipe, mean, std)), None
     if decoder == "cpu":
+        if not _said:  # once a process, beside the start-up line
+            logger.info(region_said())
+            _said.append(True)
         return DecodeOnCpu(recipe), CollateUint8(mean, std)
     if decoder == "nvjpeg":
         return ReadForGpu(recipe), CollateEncoded(mean, std)
