@@ -18,10 +18,8 @@ from ..distributed.interfaces import VARIABLE as GLOO_INTERFACE, address_of, cho
 from ..distributed.lighthouse import lighthouse_url
 from ..distributed.replica_groups import replica_group_from_environment, replica_job_from_environment
 from ..errors import ConfigError
-from ..utils.log import get_logger
+from .messages import say
 from .options import DiLoCoOptions, FaultTolerance
-
-logger = get_logger()
 
 __all__ = ["DiLoCoOptions", "FaultTolerance", "start_replica_groups"]
 
@@ -83,7 +81,7 @@ def _address_towards(lighthouse: str, group_id: int):
     """This machine's address on the interface gloo takes between the groups (the one reaching the lighthouse, or
     ``GLOO_SOCKET_IFNAME`` as given); None where none is found (torchft's own choice, the host name, stands)."""
     words = choose_gloo_interface(lighthouse, several_machines=True, meeting_point="the lighthouse")
-    logger.info("replica group %d: %s", group_id, words)
+    say("replica group %d: %s", group_id, words)  # the group's start-up line, as launch() writes one across machines
     return address_of(os.environ.get(GLOO_INTERFACE))
 
 

@@ -74,6 +74,13 @@ def job(machines, tmp_path_factory):
     return {"codes": codes, "logs": logs, "groups": [records(root, 0), records(root, 1)], "killed_at": killed_at}
 
 
+def test_each_group_says_it_takes_the_interface_that_reaches_the_lighthouse_not_its_host_name_s_loopback(
+        job, machines):
+    for group, log in ((0, "group0.0.log"), (1, "group1.0.log"), (1, "group1.1.log")):
+        assert (f"replica group {group}: gloo on eth0 ({machines[group].address}), which reaches the lighthouse m0"
+                in job["logs"][log]), job["logs"][log][-3000:]
+
+
 def test_both_groups_train_together_across_the_machines_before_the_kill(job):
     group0, group1 = job["groups"]
     before = group1[:job["killed_at"]]
