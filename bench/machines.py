@@ -247,7 +247,8 @@ def plot(rows, path):
                                             for rate in rates])
         axes.set_ylabel("seconds per training step")
         axes.set_title(TITLES.get(task, task), fontsize=10)
-        axes.legend(fontsize=8)
+        axes.margins(y=0.25)  # room above the bars for the legend
+        axes.legend(fontsize=8, ncol=2, loc="upper left")
         axes.grid(True, axis="y", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
