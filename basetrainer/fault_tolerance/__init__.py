@@ -14,7 +14,8 @@ torchft is an extra (``pip install "basetrainer[torchft]"``), imported only when
 import dataclasses
 import os
 
-from ..distributed.interfaces import VARIABLE as GLOO_INTERFACE, address_of, choose_gloo_interface
+from ..distributed.interfaces import VARIABLE as GLOO_INTERFACE
+from ..distributed.interfaces import address_of, choose_gloo_interface
 from ..distributed.lighthouse import lighthouse_url
 from ..distributed.replica_groups import replica_group_from_environment, replica_job_from_environment
 from ..errors import ConfigError

@@ -139,7 +139,7 @@ def _kill_after(owner, method: str, step: int, state) -> None:
 
 def main(out_dir: str, overrides: dict, faults: list):
     given = (overrides.get("fault_tolerance") or {}).get("group_id")  # a group started by hand (or a scheduler)
-    group = given if given is not None else int(os.environ.get("BASETRAINER_REPLICA_GROUP", 0))  # 0: no groups
+    group = given if given is not None else int(os.environ.get("BASETRAINER_REPLICA_GROUP", "0"))  # 0: no groups
     attempt = overrides.pop("attempt", None)
     if attempt is None:
         attempt = int(os.environ.get("BASETRAINER_REPLICA_GROUP_RESTARTS")
