@@ -1,8 +1,11 @@
-"""Slow links, measured: DDP, local SGD and PowerSGD between 2 machines whose links tbf limits to 1 Gbit/s and 100 Mbit/s.
+"""Slow links, measured: DDP, local SGD, PowerSGD and DiLoCo between 2 machines whose links tbf limits to 1 Gbit/s
+and 100 Mbit/s.
 
 Two machines (network namespaces on a private bridge, tests/support/machines.py), one gloo process each, started as
 the running guide says (``launch`` with ``num_machines=2``, ``machine_rank``, ``dist_url=tcp://<machine 0>:<port>``);
-each machine's link limited with ``tc``'s tbf to the rate (what it sends). For each rate, task and variant:
+DiLoCo as the fault-tolerance guide says instead: ``torchft_lighthouse`` on machine 0, each machine one replica group
+(``fault_tolerance.group_id`` its number, ``lighthouse: http://m0:<port>``). Each machine's link limited with
+``tc``'s tbf to the rate (what it sends). For each rate, task and variant:
 
 - **step**: the mean wall time of a training step (``on_batch_begin`` to ``on_batch_end``: forward, backward, the
   communication and the averaging) on rank 0, over the steps after the first ``--skip`` (DDP's first steps build
@@ -12,15 +15,16 @@ each machine's link limited with ``tc``'s tbf to the rate (what it sends). For e
   over the steps and over the 2 machines; **run MB**: each machine's counter over the whole job (rendezvous,
   evaluation, checkpoints included), read from outside by the harness;
 - **quality** at an equal number of samples (every variant the same steps of the same batch): the last
-  evaluation's test loss (the language model) or top-1 (the quick start), of the replicas' average under local SGD.
+  evaluation's test loss (the language model) or top-1 (the quick start), of the replicas' average under local SGD,
+  of the outer weights under DiLoCo (machine 0's group; the groups hold them alike).
 
 Tasks: ``quickstart`` is the digits example (examples/example.py: ResNet-18 at 32x32, 44.7 MB of fp32 parameters,
 batch 64 per process), a few steps only (DDP sends its gradients in full: about 4 s a step at 100 Mbit/s);
 ``lm`` is examples/language_model.py (a byte-level GPT, dim 128, 4 blocks, 0.8 M parameters, AdamW) at batch 16 x
 64 bytes per process (the example's 32 x 128 is 4x the compute for the same bytes), 160 steps, for its test loss.
 
-DiLoCo is not here: it runs across replica groups only (torchft, a lighthouse), and replica groups across these
-machines (issue 61 item 5) are not yet made; see docs/guides/communication.md.
+DiLoCo's period is local SGD's (8 steps, one fragment: the whole model each sync), with its default outer step
+(SGD, lr 0.7, Nesterov momentum 0.9).
 
 Needs root (``ip netns``, ``tc``); otherwise it exits 0 saying why. It removes its namespaces whatever happens.
 
@@ -45,7 +49,9 @@ VARIANTS = {  # the same keys for both tasks
     "ddp": [],
     "local SGD /8": ["local_sgd.period=8"],
     "PowerSGD r4": ["grad_compression=powersgd", "powersgd.rank=4", "powersgd.start_step=2"],
+    "DiLoCo /8": ["local_sgd.mode=diloco", "local_sgd.period=8", "fault_tolerance.replica_groups=2"],
 }
+REPLICA_GROUPS = {"DiLoCo /8"}  # one replica group per machine, meeting at a lighthouse, not one process group
 # The steps timed (after ``skip``) are a multiple of local SGD's period: each mean holds whole periods.
 TASKS = {"quickstart": {"steps": 19, "skip": 3}, "lm": {"steps": 160, "skip": 8}}
 LM_OVERRIDES = ["batch_size=16", "seq_len=64"]  # a quarter of the example's compute a step, the same bytes
@@ -109,11 +115,16 @@ def quickstart_worker(cfg, out):
 
 def lm_worker(cfg, out):
     import torch
-    from language_model import LanguageModelTrainer
+    from language_model import ByteWindows, LanguageModelTrainer
 
     class Clocked(LanguageModelTrainer):
         def build_callbacks(self, cfg):
             return [*super().build_callbacks(cfg), clock_callback(out)]
+
+        def build_train_loader(self, cfg):  # replica groups deal an epoch's order; the example streams for max_iters
+            if not cfg.fault_tolerance["replica_groups"]:
+                return super().build_train_loader(cfg)
+            return self.build_dataloader(ByteWindows(self.train_text, cfg.seq_len), cfg.batch_size, phase="train")
 
     torch.set_num_threads(1)
     Clocked(cfg).run()
@@ -124,11 +135,15 @@ def worker(args):
     from basetrainer.distributed.launch import launch
 
     steps, overrides = TASKS[args.task]["steps"], [*VARIANTS[args.variant], f"work_dir={args.work_dir}"]
+    groups = args.variant in REPLICA_GROUPS
+    if groups:  # this machine is a replica group of its own; the address is the lighthouse's
+        overrides += [f"fault_tolerance.group_id={args.machine_rank}", f"fault_tolerance.lighthouse={args.dist_url}"]
+    machines = {} if groups else {"num_machines": 2, "machine_rank": args.machine_rank, "dist_url": args.dist_url}
     if args.task == "quickstart":
         from basetrainer.tasks.classification import parse_config
         cfg = parse_config(["--distributed", "--no-progress", "--gpu_id", "0", "--opts", f"max_iters={steps}",
-                            "num_machines=2", f"machine_rank={args.machine_rank}", f"dist_url={args.dist_url}",
-                            "eval_every_n_iters=0", *overrides])
+                            *[f"{key}={value}" for key, value in machines.items()], "eval_every_n_iters=0",
+                            *overrides])
         main = quickstart_worker
     else:
         from language_model import read_config
@@ -136,7 +151,7 @@ def worker(args):
                            "log_freq=50", *LM_OVERRIDES, *overrides])
         main = lm_worker
     out = f"{args.out}.{args.machine_rank}.json"
-    launch(main, 1, num_machines=2, machine_rank=args.machine_rank, dist_url=args.dist_url, args=(cfg, out))
+    launch(main, 1, **machines, args=(cfg, out))
 
 
 # ---------------------------------------------------------------- the driver: the machines, one job per cell
@@ -149,7 +164,13 @@ def run_job(machines, root, task, variant, port, timeout):
     name = f"{task}-{list(VARIANTS).index(variant)}-{port}"
     url, out = f"tcp://{machines[0].address}:{port}", os.path.join(root, name)
     before = [machines.bytes_sent(m) for m in machines]
-    started, processes = time.monotonic(), []
+    started, processes, lighthouse = time.monotonic(), [], None
+    if variant in REPLICA_GROUPS:  # the lighthouse on machine 0, as the fault-tolerance guide starts it
+        url = f"http://{machines[0].hostname}:{port}"
+        with open(f"{out}.lighthouse.log", "w") as log:
+            lighthouse = machines.run(machines[0], ["torchft_lighthouse", "--min_replicas", "1", "--join_timeout_ms",
+                                                    "30000", "--heartbeat_timeout_ms", "1000", "--bind", f"[::]:{port}"],
+                                      stdout=log, stderr=subprocess.STDOUT)
     for m in machines:
         with open(f"{out}.{m.index}.log", "w") as log:
             processes.append(machines.run(m, [sys.executable, os.path.abspath(__file__), "--worker", "--task", task,
@@ -158,7 +179,12 @@ def run_job(machines, root, task, variant, port, timeout):
                                               "--steps", TASKS[task]["steps"]],
                                           env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"),
                                           cwd=REPO, stdout=log, stderr=subprocess.STDOUT))
-    codes = [p.wait(timeout=max(1, timeout - (time.monotonic() - started))) for p in processes]
+    try:
+        codes = [p.wait(timeout=max(1, timeout - (time.monotonic() - started))) for p in processes]
+    finally:
+        if lighthouse is not None:
+            lighthouse.kill()
+            lighthouse.wait()
     wall = time.monotonic() - started
     if codes != [0, 0]:
         tails = [_tail(f"{out}.{i}.log") for i in range(2)]
@@ -221,7 +247,8 @@ def plot(rows, path):
                                             for rate in rates])
         axes.set_ylabel("seconds per training step")
         axes.set_title(TITLES.get(task, task), fontsize=10)
-        axes.legend(fontsize=8)
+        axes.margins(y=0.25)  # room above the bars for the legend
+        axes.legend(fontsize=8, ncol=2, loc="upper left")
         axes.grid(True, axis="y", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

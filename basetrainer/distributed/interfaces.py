@@ -5,7 +5,9 @@ Ubuntu's ``/etc/hosts`` resolve it to 127.0.1.1: the other machines then connect
 fails to form ("Connection refused, remote=[127.0.x.x]"). Across machines, :func:`choose_gloo_interface` sets
 ``GLOO_SOCKET_IFNAME`` to the interface that holds the source address of a route to the rendezvous host (on the
 rendezvous host itself, when its name resolves to loopback, the interface of the default route or else the only
-other one that is up); a ``GLOO_SOCKET_IFNAME`` the user set is kept.
+other one that is up); a ``GLOO_SOCKET_IFNAME`` the user set is kept. Replica groups started on several machines do
+the same towards the lighthouse (:mod:`basetrainer.fault_tolerance`), and announce that interface's address
+(:func:`address_of`) for their torchft store and Manager.
 """
 import ipaddress
 import os
@@ -17,10 +19,10 @@ VARIABLE = "GLOO_SOCKET_IFNAME"
 _SIOCGIFADDR = 0x8915
 
 
-def choose_gloo_interface(rendezvous: str, several_machines: bool):
+def choose_gloo_interface(rendezvous: str, several_machines: bool, meeting_point: str = "the rendezvous host"):
     """Sets ``GLOO_SOCKET_IFNAME`` for this process and its children when the job spans machines; the words
     saying which interface and why (for the start-up line), or None on one machine (gloo's own choice stands).
-    ``rendezvous``: the rendezvous host, or a ``tcp://host:port`` URL."""
+    ``rendezvous``: the rendezvous host, or a ``tcp://host:port`` URL (``meeting_point`` names it in the words)."""
     rendezvous_host = urlparse(rendezvous).hostname if "://" in rendezvous else rendezvous
     given = os.environ.get(VARIABLE)
     if given:
@@ -33,7 +35,12 @@ def choose_gloo_interface(rendezvous: str, several_machines: bool):
                 f"{rendezvous_host}; set {VARIABLE} if the machines cannot connect")
     name, address = found
     os.environ[VARIABLE] = name
-    return f"gloo on {name} ({address}), which reaches the rendezvous host {rendezvous_host}"
+    return f"gloo on {name} ({address}), which reaches {meeting_point} {rendezvous_host}"
+
+
+def address_of(interface) -> "str | None":
+    """The IPv4 address of ``interface`` (a name, or None), or None where it has none."""
+    return _ipv4_addresses().get(interface) if interface else None
 
 
 def interface_reaching(host: str):

@@ -14,9 +14,12 @@ torchft is an extra (``pip install "basetrainer[torchft]"``), imported only when
 import dataclasses
 import os
 
+from ..distributed.interfaces import VARIABLE as GLOO_INTERFACE
+from ..distributed.interfaces import address_of, choose_gloo_interface
 from ..distributed.lighthouse import lighthouse_url
 from ..distributed.replica_groups import replica_group_from_environment, replica_job_from_environment
 from ..errors import ConfigError
+from .messages import say
 from .options import DiLoCoOptions, FaultTolerance
 
 __all__ = ["DiLoCoOptions", "FaultTolerance", "start_replica_groups"]
@@ -35,7 +38,12 @@ def start_replica_groups(options, device, cfg):
     it loses only what it trained since, should none be alive. A job started afresh (``resume`` null) is a new run
     in every group, as a plain run is in a used work_dir: a restarted group resumes only from checkpoints written
     since the job started, never from an earlier job's. A group started after another finished the training (the
-    supervisor's file says so) raises :class:`~basetrainer.errors.TrainingAlreadyFinished`, which ends it with 0."""
+    supervisor's file says so) raises :class:`~basetrainer.errors.TrainingAlreadyFinished`, which ends it with 0.
+
+    A group the local supervisor did not start (``group_id`` given: one job per group, as on a cluster) may be on
+    another machine than its peers: its gloo goes through the interface that reaches the lighthouse
+    (``GLOO_SOCKET_IFNAME``, :mod:`basetrainer.distributed.interfaces`), whose address it announces for its torchft
+    store and Manager, not the host name's (127.0.1.1 on Debian and Ubuntu) nor ``localhost``."""
     settings = options.fault_tolerance
     if not settings.enabled:
         return None, options
@@ -63,10 +71,19 @@ def start_replica_groups(options, device, cfg):
     if restarts and options.resume is None:
         options = dataclasses.replace(options, resume="auto")
     from .replica_groups import ReplicaGroups  # imports torchft: only when asked
+    address = None if supervised else _address_towards(lighthouse_url(lighthouse), group_id)
     groups = ReplicaGroups(settings, group_id, lighthouse_url(lighthouse), device, log_file=log_file,
-                           files_since=files_since, finished_marker=finished_marker)
+                           files_since=files_since, finished_marker=finished_marker, address=address)
     groups.stop_if_the_training_finished()  # restarted as the others finished: before anything is built
     return groups, options
+
+
+def _address_towards(lighthouse: str, group_id: int):
+    """This machine's address on the interface gloo takes between the groups (the one reaching the lighthouse, or
+    ``GLOO_SOCKET_IFNAME`` as given); None where none is found (torchft's own choice, the host name, stands)."""
+    words = choose_gloo_interface(lighthouse, several_machines=True, meeting_point="the lighthouse")
+    say("replica group %d: %s", group_id, words)  # the group's start-up line, as launch() writes one across machines
+    return address_of(os.environ.get(GLOO_INTERFACE))
 
 
 def _set(cfg, key: str, value) -> None:

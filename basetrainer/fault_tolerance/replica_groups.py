@@ -18,6 +18,7 @@ quorum, between two units; torchft sends it over HTTP from the peer's memory, no
 import contextlib
 import datetime
 import os
+import socket
 import time
 import warnings
 
@@ -52,13 +53,15 @@ class ReplicaGroups:
     ``log_file``: where what libraries write to stderr goes from :meth:`join` on, the console kept for basetrainer's
     lines (None: stderr stays as it is); ``files_since``: when the job started afresh, whose files alone a restarted
     group resumes from (None: any); ``finished_marker``: the file the local supervisor makes once a group finished
-    the training. The Manager starts in :meth:`join`, once the trainer is built, so that a starting group is not
-    waited for by the others while it builds."""
+    the training; ``address``: the address the other groups reach this one at, announced for its store and Manager
+    (None: ``localhost`` and the host name, as on one machine). The Manager starts in :meth:`join`, once the trainer
+    is built, so that a starting group is not waited for by the others while it builds."""
 
     def __init__(self, options, group_id: int, lighthouse: str, device: torch.device, log_file=None,
-                 files_since=None, finished_marker=None):
+                 files_since=None, finished_marker=None, address=None):
         self.options, self.group_id, self.lighthouse, self.device = options, group_id, lighthouse, device
         self.log_file, self.files_since, self.finished_marker = log_file, files_since, finished_marker
+        self.address = address
         self.torchft = import_torchft()
         self.manager = None
         self.epoch, self.samples_committed = 0, 0  # where the committed units left the epoch's order
@@ -143,18 +146,21 @@ class ReplicaGroups:
             timeout=timeout, quorum_timeout=timeout, connect_timeout=timeout,
             rank=comm.get_rank(), world_size=comm.get_world_size(), store_addr=host, store_port=port,
             lighthouse_addr=self.lighthouse, replica_id=f"group_{self.group_id}",
+            hostname=self.address or socket.gethostname(),  # what the other groups call this one's Manager at
             heartbeat_interval=datetime.timedelta(milliseconds=max(10, options.heartbeat_ms // 10)),
             init_sync=False)  # the trainer seeds the weights alike; at step 0 each rank would heal from another group
 
     def _group_store(self):
-        """The TCPStore through which this group's processes find their Manager: made by the group's first
-        process on a free port."""
-        host = os.environ.get("MASTER_ADDR", "localhost") if comm.get_world_size() > 1 else "localhost"
-        port = None
+        """The TCPStore through which this group's processes find their Manager, and the other groups this group's
+        process group (when it leads a quorum): made by the group's first process on a free port, at the address
+        the other groups reach (on one machine, ``localhost`` or the group's MASTER_ADDR)."""
+        host = port = None
         if comm.get_rank() == 0:
+            host = self.address or (os.environ.get("MASTER_ADDR", "localhost") if comm.get_world_size() > 1
+                                    else "localhost")
             self._store = torch.distributed.TCPStore(host, 0, is_master=True, wait_for_workers=False)
             port = self._store.port
-        return host, comm.broadcast_object(port)
+        return comm.broadcast_object((host, port))
 
     # ------------------------------------------------------------------ the trainer's parts
     def planned_batches(self, loader) -> int:

@@ -6,7 +6,8 @@ index.
 The second argument is merged into the toy config (``work_dir`` is OUT_DIR/work; ``step_seconds``: a pause after
 each batch, ``step_seconds_alone`` after a batch trained while a group is missing, so that a killed group is back
 before the others end, however long its restart takes; ``processes``: per group, under DDP; ``tag``:
-written on every line). FAULTS is a JSON list of
+written on every line; ``attempt``: this start's number, for a group started by hand with
+``fault_tolerance.group_id``, whose number the files then carry). FAULTS is a JSON list of
 ``{"group": g, "attempt": k, "at": "step"|"allreduce"|"sync", "step": n}``: that group, on its k-th start (0: the
 first), kills itself with SIGKILL after the n-th optimizer step it takes (``step``), or in the steps after that just
 before its gradients are averaged over the groups (``allreduce``) or it sends DiLoCo's sync (``sync``).
@@ -137,9 +138,12 @@ def _kill_after(owner, method: str, step: int, state) -> None:
 
 
 def main(out_dir: str, overrides: dict, faults: list):
-    group = int(os.environ.get("BASETRAINER_REPLICA_GROUP", 0))  # 0: a job without replica groups
-    attempt = int(os.environ.get("BASETRAINER_REPLICA_GROUP_RESTARTS") or os.environ.get("TORCHELASTIC_RESTART_COUNT")
-                  or 0)
+    given = (overrides.get("fault_tolerance") or {}).get("group_id")  # a group started by hand (or a scheduler)
+    group = given if given is not None else int(os.environ.get("BASETRAINER_REPLICA_GROUP", "0"))  # 0: no groups
+    attempt = overrides.pop("attempt", None)
+    if attempt is None:
+        attempt = int(os.environ.get("BASETRAINER_REPLICA_GROUP_RESTARTS")
+                      or os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
     cfg = toy_cfg(num_epochs=2, train_size=192, batch_size=8, work_dir=os.path.join(out_dir, "work"))
     cfg.update(overrides)
     name = f"group{group}.jsonl" if comm.get_rank() == 0 else f"group{group}_rank{comm.get_rank()}.jsonl"
