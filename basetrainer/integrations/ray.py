@@ -51,11 +51,13 @@ def fit(main, cfg, num_workers: int, use_gpu: bool = False, max_failures: int = 
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
+    from .ray_backend import GlooAcrossNodes
+
     if storage_path is None and cfg.get("work_dir"):
         storage_path = os.path.join(cfg["work_dir"], "ray")
     storage_path = os.path.abspath(storage_path) if storage_path else None
     trainer = TorchTrainer(
-        _run_in_worker, train_loop_config={"main": main, "cfg": cfg, "cwd": os.getcwd()},
+        _run_in_worker, train_loop_config={"main": main, "cfg": cfg, "cwd": os.getcwd()}, torch_config=GlooAcrossNodes(),
         scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu),
         run_config=RunConfig(name=name, storage_path=storage_path, failure_config=FailureConfig(max_failures)))
     return trainer.fit()
