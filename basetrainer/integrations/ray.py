@@ -78,12 +78,25 @@ def train_task(task, cfg, num_workers: int, max_failures: int = 0):
     if prepare_data is not None:
         prepare_data(cfg)
     if not ray.is_initialized():
-        ray.init()  # the cluster of RAY_ADDRESS, else one on this machine
+        join_cluster(ray)
     use_gpu = ray.cluster_resources().get("GPU", 0) >= num_workers
     result = fit(task.train, cfg, num_workers, use_gpu=use_gpu, max_failures=max_failures)
     if result.error is not None:
         raise LaunchError(f"the Ray run failed: {one_line(result.error)}")
     return result
+
+
+def join_cluster(ray):
+    """``ray.init()``: the cluster of ``RAY_ADDRESS``, else one on this machine. A cluster that cannot be joined
+    (a wrong address, a token missing or not the cluster's) is one line naming it and the first line of Ray's
+    reason."""
+    try:
+        ray.init()
+    except ConnectionError as error:
+        reason = one_line(error.__cause__ or error)
+        raise LaunchError(f"could not join the Ray cluster at {os.environ.get('RAY_ADDRESS', 'this machine')} "
+                          f"({reason}); check RAY_ADDRESS, and where the cluster asks for a token give this machine "
+                          f"RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)") from error
 
 
 def _run_in_worker(config):

@@ -7,7 +7,7 @@ Ray Train starts the group again, the run resumes from the last checkpoint repor
 run never killed.
 
 One cluster for the module. On it, first the task's command, then the main (support/workers/ray_main.py: the toy
-trainer for 3 epochs of 4 steps, last.pth at each epoch's end; on its first attempt every rank stops after step 6,
+trainer for 3 epochs of 2 steps, last.pth at each epoch's end; on its first attempt every rank stops after step 3,
 in epoch 2, and machine 1 is killed while they wait). The references (launch() of the same main, the task's command
 with 4 processes) run in this process's namespace. Ray's storage and the runs' folders are under the module's
 tmp_path, which every machine sees (as a shared file system); each node's temporary folder is a short one of /tmp,
@@ -35,7 +35,8 @@ from support.workers import ray_main
 pytestmark = pytest.mark.slow
 
 WORKERS, CPUS_PER_MACHINE, PORT = 4, 2, 6379
-EPOCHS, PAUSE_AT_STEP = 3, 6  # 4 steps per epoch: the pause comes in epoch 2, after epoch 1's checkpoint
+EPOCHS, STEPS_PER_EPOCH = 3, 2  # the toy's 8 batches an epoch over 4 workers
+PAUSE_AT_STEP = 3  # in epoch 2, after epoch 1's checkpoint
 # The quick start's task, briefly: 3 steps of batches of 16 at 16x16, on the digits written on first use.
 TASK = ["--no-progress", "max_iters=3", "batch_size=16", "input_size=[16,16]"]
 
@@ -111,7 +112,7 @@ def task_runs(cluster, tmp_path_factory):
 @pytest.fixture(scope="module")
 def machine_lost(cluster, tmp_path_factory):
     """``(what fit returned, the Ray run's out folder, launch()'s out folder)``: the main in 4 Ray workers, machine
-    1 killed while every rank waits after step 6, then machine 1's node started again; launch() of it in 4
+    1 killed while every rank waits after step 3, then machine 1's node started again; launch() of it in 4
     processes here."""
     root = tmp_path_factory.mktemp("machine_lost")
     ray_out, launch_out = root / "ray_out", root / "launch_out"
@@ -166,5 +167,5 @@ def test_a_machine_lost_and_back_restarts_the_group_which_resumes_and_ends_as_a_
 
 def test_ray_holds_the_last_checkpoint_and_metrics_reported(machine_lost):
     result, _, _ = machine_lost
-    assert (result["metrics"]["epoch"], result["metrics"]["step"]) == (EPOCHS, 4 * EPOCHS)
+    assert (result["metrics"]["epoch"], result["metrics"]["step"]) == (EPOCHS, STEPS_PER_EPOCH * EPOCHS)
     assert result["checkpoint_epoch"] == EPOCHS
