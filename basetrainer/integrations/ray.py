@@ -57,7 +57,8 @@ def fit(main, cfg, num_workers: int, use_gpu: bool = False, max_failures: int = 
         storage_path = os.path.join(cfg["work_dir"], "ray")
     storage_path = os.path.abspath(storage_path) if storage_path else None
     trainer = TorchTrainer(
-        _run_in_worker, train_loop_config={"main": main, "cfg": cfg, "cwd": os.getcwd()}, torch_config=GlooAcrossNodes(),
+        _run_in_worker, train_loop_config={"main": main, "cfg": cfg, "cwd": os.getcwd()},
+        torch_config=GlooAcrossNodes(),  # gloo on the interface between the nodes, not on the host name's
         scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu),
         run_config=RunConfig(name=name, storage_path=storage_path, failure_config=FailureConfig(max_failures)))
     return trainer.fit()
@@ -67,18 +68,18 @@ def train_task(task, cfg, num_workers: int, max_failures: int = 0):
     """``basetrainer train ... --ray N``: the ``task`` module's ``train(cfg)`` (its config checked already) in
     ``num_workers`` Ray workers, one GPU each when the cluster has that many, else CPU workers. Refused in one
     line, before any work: ``distributed`` or several ``gpu_id`` (Ray starts the processes and places them), Ray
-    not installed. The data a task writes on first use is written here, once, before the workers start; a run
-    that fails is one line with the first line of Ray's error."""
+    not installed, a cluster it cannot join. The data a task writes on first use is written here, once, before
+    the workers start; a run that fails is one line with the first line of Ray's error."""
     if cfg.get("distributed") or len(cfg.get("gpu_id") or ()) > 1:
         raise ConfigError(f"--ray {num_workers} with distributed {cfg.get('distributed')} and gpu_id "
                           f"{cfg.get('gpu_id')}: Ray starts the {num_workers} processes and gives each its device; "
                           f"drop --distributed and the list of gpu ids")
     ray = import_ray()
+    if not ray.is_initialized():
+        join_cluster(ray)
     prepare_data = getattr(task, "prepare_data", None)  # a task that writes its data on first use says so
     if prepare_data is not None:
         prepare_data(cfg)
-    if not ray.is_initialized():
-        join_cluster(ray)
     use_gpu = ray.cluster_resources().get("GPU", 0) >= num_workers
     result = fit(task.train, cfg, num_workers, use_gpu=use_gpu, max_failures=max_failures)
     if result.error is not None:

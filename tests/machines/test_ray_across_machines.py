@@ -69,12 +69,13 @@ class Cluster:
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
 
-    def run(self, machine, args, log, cwd=TESTS) -> subprocess.Popen:
-        """``python args...`` on ``machine`` as a user of the cluster runs it there (RAY_ADDRESS, the token)."""
+    def run(self, machine, args, log, cwd=TESTS, **env) -> subprocess.Popen:
+        """``python args...`` on ``machine`` as a user of the cluster runs it there (RAY_ADDRESS, the token; ``env``
+        changes them)."""
         with open(log, "w") as output:
             return self.machines.run(machine, [sys.executable, *args], cwd=cwd, stdout=output,
                                      stderr=subprocess.STDOUT,
-                                     env=python_env({**self.env, "RAY_ADDRESS": self.address}))
+                                     env=python_env({**self.env, "RAY_ADDRESS": self.address, **env}))
 
     def stop(self):
         for machine in self.machines:
@@ -96,16 +97,24 @@ def cluster(machines, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def task_runs(cluster, tmp_path_factory):
-    """The task's command on the cluster (``--ray 4``, from machine 0) and in 4 processes here: ``{name:
-    (exit code, output)}``, their work_dirs ``root/task_<name>``."""
+    """The task's command on the cluster (``--ray 4``, from machine 0), in 4 processes here, and on the cluster
+    from a shell without the token (beside the 4 processes): ``{name: (exit code, output)}``, their work_dirs
+    ``root/task_<name>``."""
     root = tmp_path_factory.mktemp("task")
-    log = root / "ray.log"
-    on_ray = cluster.run(cluster.machines[0], [shutil.which("basetrainer"), "train", "--ray", WORKERS,
-                                               "--work_dir", root / "task_ray", *TASK], log, cwd=root)
-    runs = {"ray": (on_ray.wait(timeout=300), log.read_text())}
+
+    def on_ray(name, **env):
+        command = [shutil.which("basetrainer"), "train", "--ray", WORKERS, "--work_dir", root / f"task_{name}", *TASK]
+        return cluster.run(cluster.machines[0], command, root / f"{name}.log", cwd=root, **env)
+
+    def finish(name, process):
+        return process.wait(timeout=300), (root / f"{name}.log").read_text()
+
+    runs = {"ray": finish("ray", on_ray("ray"))}
+    no_token = on_ray("no_token", RAY_AUTH_MODE="disabled", RAY_AUTH_TOKEN="")  # as a shell that was not given them
     processes = run_command(["basetrainer", "train", "--distributed", "--gpu_id", *range(WORKERS),
                              "--work_dir", root / "task_processes", *TASK], cwd=root, timeout=300)
     runs["processes"] = (processes.returncode, processes.stdout + processes.stderr)
+    runs["no_token"] = finish("no_token", no_token)
     return root, runs
 
 
@@ -130,10 +139,10 @@ def machine_lost(cluster, tmp_path_factory):
     time.sleep(2.0)  # the controller, polling every 0.2 s, has the checkpoint of epoch 1 reported
     cluster.machines.kill(cluster.machines[1])
     cluster.start_node(cluster.machines[1])
+    launch(ray_main.main, WORKERS, distributed=True,  # while Ray finds the workers lost and starts them again
+           args=(toy_cfg(num_epochs=EPOCHS, work_dir=str(root / "launch_run"), out=str(launch_out)),))
     code = driver.wait(timeout=300)
     assert code == 0, (root / "driver.log").read_text()[-3000:]
-    launch(ray_main.main, WORKERS, distributed=True,
-           args=(toy_cfg(num_epochs=EPOCHS, work_dir=str(root / "launch_run"), out=str(launch_out)),))
     return json.loads((ray_out / "result.json").read_text()), ray_out, launch_out
 
 
@@ -143,14 +152,32 @@ def weights(folder, epoch):
 
 def test_the_tasks_command_on_two_machines_trains_what_four_processes_train(task_runs):
     root, runs = task_runs
-    for name, (code, output) in runs.items():
+    trained = ("ray", "processes")
+    for name in trained:
+        code, output = runs[name]
         assert code == 0, f"{name}: {output[-3000:]}"
     plan = "3 steps of batches of 16 per process, 64 over 4 processes"
-    logs = {name: (root / f"task_{name}" / "log" / "train.log").read_text() for name in runs}
+    logs = {name: (root / f"task_{name}" / "log" / "train.log").read_text() for name in trained}
     assert all(plan in log for log in logs.values()), logs["ray"][-3000:]
     final = {name: torch.load(root / f"task_{name}" / "model" / "model_final.pth", weights_only=True)
-             for name in runs}
+             for name in trained}
     assert same_weights(final["ray"], final["processes"])
+
+
+def test_each_worker_takes_for_gloo_the_interface_reaching_the_first_workers_node_and_says_so(task_runs, machines):
+    _, runs = task_runs
+    output = runs["ray"][1]
+    for machine in machines:
+        assert f"gloo on eth0 ({machine.address}), which reaches the rendezvous host" in output, output[-3000:]
+
+
+def test_a_shell_without_the_clusters_token_is_refused_in_one_line_before_any_work(task_runs, cluster):
+    root, runs = task_runs
+    code, output = runs["no_token"]
+    assert code == 2, output[-3000:]
+    last = output.strip().splitlines()[-1]
+    assert last.startswith(f"error: could not join the Ray cluster at {cluster.address} (") and "token" in last, last
+    assert not (root / "task_no_token").exists()
 
 
 def test_ray_workers_on_two_machines_train_bitwise_as_launch_with_four_processes(machine_lost):
