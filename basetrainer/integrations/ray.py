@@ -16,6 +16,7 @@ and, from rank 0, the directory of the engine's checkpoint file. When a worker f
 import importlib
 import importlib.util
 import os
+import re
 
 from ..distributed import comm
 from ..engine.added_callbacks import callbacks_added
@@ -94,10 +95,17 @@ def join_cluster(ray):
     try:
         ray.init()
     except ConnectionError as error:
-        reason = one_line(error.__cause__ or error)
+        reason = _first_sentence_of_last_error(error.__cause__ or error)
         raise LaunchError(f"could not join the Ray cluster at {os.environ.get('RAY_ADDRESS', 'this machine')} "
                           f"({reason}); check RAY_ADDRESS, and where the cluster asks for a token give this machine "
                           f"RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)") from error
+
+
+def _first_sentence_of_last_error(error) -> str:
+    """Ray's reason for a failed connection embeds the traceback of the error under it: that error's first sentence
+    (``RPC error: InvalidAuthToken: Authentication token is missing or incorrect``), else the message's one line."""
+    raised = [line.strip() for line in str(error).splitlines() if re.match(r"\s*[\w.]+(Error|Exception): ", line)]
+    return raised[-1].split(": ", 1)[1].split(". ")[0] if raised else one_line(error)
 
 
 def _run_in_worker(config):

@@ -37,4 +37,4 @@ def _choose_interface(first_node, several_nodes):
     """In a worker: sets ``GLOO_SOCKET_IFNAME`` and says so in the worker's output (which Ray relays to the driver)."""
     words = choose_gloo_interface(first_node, several_nodes)
     if words:
-        print(f"{words} (node {ray.util.get_node_ip_address()})", flush=True)
+        print(words, flush=True)
