@@ -98,7 +98,8 @@ def join_cluster(ray):
         reason = _first_sentence_of_last_error(error.__cause__ or error)
         raise LaunchError(f"could not join the Ray cluster at {os.environ.get('RAY_ADDRESS', 'this machine')} "
                           f"({reason}); check RAY_ADDRESS, and where the cluster asks for a token give this machine "
-                          f"RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)") from error
+                          f"RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
+                          ) from error
 
 
 def _first_sentence_of_last_error(error) -> str:
