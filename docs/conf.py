@@ -51,8 +51,9 @@ autosummary_ignore_module_all = False  # a package's summary lists its __all__
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_inherit_docstrings = False  # a method without a docstring of its own shows none of torch's or dict's
 autodoc_member_order = "bysource"
-# basetrainer.hpo.optuna imports its extra when imported; the docs extra does not install it.
-autodoc_mock_imports = ["optuna"]
+# basetrainer.hpo.optuna and basetrainer.integrations.ray_backend import their extras when imported; the docs extra
+# does not install them.
+autodoc_mock_imports = ["optuna", "ray"]
 autodoc_typehints = "description"
 autodoc_preserve_defaults = True
 napoleon_google_docstring = True

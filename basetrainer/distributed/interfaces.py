@@ -5,9 +5,11 @@ Ubuntu's ``/etc/hosts`` resolve it to 127.0.1.1: the other machines then connect
 fails to form ("Connection refused, remote=[127.0.x.x]"). Across machines, :func:`choose_gloo_interface` sets
 ``GLOO_SOCKET_IFNAME`` to the interface that holds the source address of a route to the rendezvous host (on the
 rendezvous host itself, when its name resolves to loopback, the interface of the default route or else the only
-other one that is up); a ``GLOO_SOCKET_IFNAME`` the user set is kept. Replica groups started on several machines do
-the same towards the lighthouse (:mod:`basetrainer.fault_tolerance`), and announce that interface's address
-(:func:`address_of`) for their torchft store and Manager.
+other one that is up); a ``GLOO_SOCKET_IFNAME`` the user set is kept. ``launch`` and the adopted groups of
+torchrun and SLURM call it before making their group, and Ray Train's workers before Ray makes theirs
+(:mod:`basetrainer.integrations.ray_backend`). Replica groups started on several machines do the same towards the
+lighthouse (:mod:`basetrainer.fault_tolerance`), and announce that interface's address (:func:`address_of`) for
+their torchft store and Manager.
 """
 import ipaddress
 import os

@@ -16,6 +16,7 @@ and, from rank 0, the directory of the engine's checkpoint file. When a worker f
 import importlib
 import importlib.util
 import os
+import re
 
 from ..distributed import comm
 from ..engine.added_callbacks import callbacks_added
@@ -51,11 +52,14 @@ def fit(main, cfg, num_workers: int, use_gpu: bool = False, max_failures: int = 
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
+    from .ray_backend import GlooAcrossNodes
+
     if storage_path is None and cfg.get("work_dir"):
         storage_path = os.path.join(cfg["work_dir"], "ray")
     storage_path = os.path.abspath(storage_path) if storage_path else None
     trainer = TorchTrainer(
         _run_in_worker, train_loop_config={"main": main, "cfg": cfg, "cwd": os.getcwd()},
+        torch_config=GlooAcrossNodes(),  # gloo on the interface between the nodes, not on the host name's
         scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu),
         run_config=RunConfig(name=name, storage_path=storage_path, failure_config=FailureConfig(max_failures)))
     return trainer.fit()
@@ -65,23 +69,44 @@ def train_task(task, cfg, num_workers: int, max_failures: int = 0):
     """``basetrainer train ... --ray N``: the ``task`` module's ``train(cfg)`` (its config checked already) in
     ``num_workers`` Ray workers, one GPU each when the cluster has that many, else CPU workers. Refused in one
     line, before any work: ``distributed`` or several ``gpu_id`` (Ray starts the processes and places them), Ray
-    not installed. The data a task writes on first use is written here, once, before the workers start; a run
-    that fails is one line with the first line of Ray's error."""
+    not installed, a cluster it cannot join. The data a task writes on first use is written here, once, before
+    the workers start; a run that fails is one line with the first line of Ray's error."""
     if cfg.get("distributed") or len(cfg.get("gpu_id") or ()) > 1:
         raise ConfigError(f"--ray {num_workers} with distributed {cfg.get('distributed')} and gpu_id "
                           f"{cfg.get('gpu_id')}: Ray starts the {num_workers} processes and gives each its device; "
                           f"drop --distributed and the list of gpu ids")
     ray = import_ray()
+    if not ray.is_initialized():
+        join_cluster(ray)
     prepare_data = getattr(task, "prepare_data", None)  # a task that writes its data on first use says so
     if prepare_data is not None:
         prepare_data(cfg)
-    if not ray.is_initialized():
-        ray.init()  # the cluster of RAY_ADDRESS, else one on this machine
     use_gpu = ray.cluster_resources().get("GPU", 0) >= num_workers
     result = fit(task.train, cfg, num_workers, use_gpu=use_gpu, max_failures=max_failures)
     if result.error is not None:
         raise LaunchError(f"the Ray run failed: {one_line(result.error)}")
     return result
+
+
+def join_cluster(ray):
+    """``ray.init()``: the cluster of ``RAY_ADDRESS``, else one on this machine. A cluster that cannot be joined
+    (a wrong address, a token missing or not the cluster's) is one line naming it and the first line of Ray's
+    reason."""
+    try:
+        ray.init()
+    except ConnectionError as error:
+        reason = _first_sentence_of_last_error(error.__cause__ or error)
+        raise LaunchError(f"could not join the Ray cluster at {os.environ.get('RAY_ADDRESS', 'this machine')} "
+                          f"({reason}); check RAY_ADDRESS, and where the cluster asks for a token give this machine "
+                          f"RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
+                          ) from error
+
+
+def _first_sentence_of_last_error(error) -> str:
+    """Ray's reason for a failed connection embeds the traceback of the error under it: that error's first sentence
+    (``RPC error: InvalidAuthToken: Authentication token is missing or incorrect``), else the message's one line."""
+    raised = [line.strip() for line in str(error).splitlines() if re.match(r"\s*[\w.]+(Error|Exception): ", line)]
+    return raised[-1].split(": ", 1)[1].split(". ")[0] if raised else one_line(error)
 
 
 def _run_in_worker(config):
