@@ -1,6 +1,6 @@
 """basetrainer.integrations.ray in this process, without a Ray cluster: its refusals (one line, before any work),
 the seam it adds its reporter through, launch adopting a process group made before it, and the metrics it reports.
-tests/e2e/test_ray_cluster.py runs it on a local cluster."""
+tests/machines/test_ray_across_machines.py runs it on a cluster of 2 machines."""
 import importlib.util
 import types
 
