@@ -4,6 +4,7 @@ script compiles and imports names that exist. tests/e2e/test_doc_examples.py run
 import ast
 import importlib
 import importlib.util
+import re
 import shlex
 
 import pytest
@@ -21,6 +22,7 @@ from support import EXAMPLES, REPO
 from support.docs import LANGUAGES, code_blocks, declared_extras_and_requirements, shell_commands, split_commands
 
 CI_SCRIPT = REPO / ".ci" / "run"
+ENVIRONMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")  # a variable's assignment before a command
 E2E_OWN_TASK_RUNS = ([], ["--distributed", "--gpu_id", "0", "1"])  # the arguments the e2e test runs my_task.py with
 
 
@@ -115,8 +117,38 @@ def check_tensorboard(argv):
     assert argv[:1] == ["--logdir"] and importlib.util.find_spec("tensorboard") is not None
 
 
+def check_export(argv):
+    """``export NAME=value ...``: each word a variable's assignment."""
+    assert argv and all(ENVIRONMENT.match(word) for word in argv), argv
+
+
+def check_lighthouse(argv):
+    """torchft's lighthouse: each flag one of its server's parameters (the command and the Python binding share
+    them), each with a value."""
+    from torchft._torchft import LighthouseServer
+
+    parameters = set(re.findall(r"\w+", LighthouseServer.__text_signature__)) - {"None"}
+    flags = argv[::2]
+    assert all(flag.startswith("--") and flag[2:] in parameters for flag in flags) and len(argv) % 2 == 0, argv
+    assert {"bind", "min_replicas"} <= {flag[2:] for flag in flags}, argv
+
+
+def check_ray(argv):
+    """``ray start ...``, parsed by Ray's own command line (click), nothing run."""
+    from ray.scripts.scripts import cli as ray_cli
+
+    command = ray_cli.get_command(None, argv[0])
+    assert command is not None, argv
+    command.make_context(argv[0], list(argv[1:]))
+
+
 def checker(words):
-    """The check of one command, and its arguments; None for a command no check knows."""
+    """The check of one command, and its arguments; None for a command no check knows. Variables set before a
+    command (``NAME=value command ...``) and a ``&`` at its end are the shell's."""
+    while words and ENVIRONMENT.match(words[0]) and len(words) > 1:
+        words = words[1:]
+    if words[-1:] == ["&"]:
+        words = words[:-1]
     if words[:1] in (["srun"], ["torchrun"]):  # the program they start, after their own flags
         start = next((i for i, word in enumerate(words) if word.endswith(".py")), None)
         return checker(["python", *words[start:]]) if start is not None and words[0] == "torchrun" else \
@@ -127,7 +159,8 @@ def checker(words):
                 ("python", "examples/finetune_text.py"): check_text_example,
                 ("python", "examples/language_model.py"): check_language_model,
                 ("python", "-m"): None, ("basetrainer",): check_basetrainer, ("tensorboard",): check_tensorboard,
-                ("kill",): check_kill}
+                ("kill",): check_kill, ("export",): check_export, ("torchft_lighthouse",): check_lighthouse,
+                ("ray",): check_ray}
     if words[:3] == ["python", "-m", "pytest"]:
         return check_pytest, words[3:]
     if words[:3] == ["python", "-m", "sphinx"]:
