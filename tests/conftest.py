@@ -34,17 +34,6 @@ def pytest_configure(config):
     font_manager.findfont("DejaVu Sans")
 
 
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: twice the cores, at most 4 more than the cores (4 workers on 2 cores). The slow tests mostly
-    wait on the processes they start (rendezvous, timeouts, the steps of fault-tolerance jobs): on 2 cores the
-    whole suite took 713 CPU-seconds in 991 s of wall time with one worker a core. PYTEST_XDIST_AUTO_NUM_WORKERS
-    still decides where it is set."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # pytest-xdist's own hook reads it
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(2 * cores, cores + 4)
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         folder = item.path.parent.name
