@@ -8,9 +8,10 @@ decoder       decodes                               crops, resizes, flips       
                                                                                       reference recipe
 ``cpu``       libjpeg-turbo (simplejpeg), at 1/2,   ``transforms.v2`` on uint8, in    on the device, after the copy
               1/4 or 1/8 of the size where the      the loader                        of uint8 (a quarter of the
-              crop allows it (:mod:`.cpu_decode`);                                    bytes)
-              a random crop's region alone with
-              libjpeg-turbo 3 (:mod:`.jpeg_region`)
+              crop allows it (:mod:`.cpu_decode`)                                     bytes)
+              and a random crop's region alone
+              with libjpeg-turbo 3
+              (:mod:`.jpeg_region`)
 ``nvjpeg``    the GPU (TorchCodec's nvJPEG), a      on the GPU                        on the GPU
               batch at a time (:mod:`.gpu_decode`)
 ``auto``      ``cpu``

@@ -12,7 +12,7 @@ crop's pixels, and the same slow-integer inverse DCT and smooth upsampling are u
 The library: the TurboJPEG 3 library that the ``turbojpeg`` wheels bundle (``pip install "basetrainer[region]"``:
 Linux x86-64 and Windows for Python 3.9-3.13, macOS arm64 for 3.9-3.12), else a system one that has the
 TurboJPEG 3 API (libjpeg-turbo 3.0 and later). Without either, :func:`region_decoder` is None and images are
-decoded whole, as before (:data:`MISSING`, the start-up line's note). Python's ``turbojpeg`` module itself is
+decoded whole, as before (``MISSING``, the start-up line's note). Python's ``turbojpeg`` module itself is
 not imported: its bindings take no region.
 """
 import ctypes
