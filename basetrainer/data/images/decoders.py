@@ -22,6 +22,7 @@ the images in shards written from one (``basetrainer shards --image-folder``) ta
 to the batch: :func:`image_decoder` makes a sample of an image file's bytes, :func:`image_folder` reads the files
 for it, and the shards' dataset gives it each image's bytes (``open_shards(..., decode=...)``).
 """
+import functools
 import io
 
 import torch
@@ -39,7 +40,6 @@ from .reference_recipe import reference_transform
 
 DECODERS = ("auto", "cpu", "pil", "nvjpeg")
 logger = get_logger()
-_said = []
 
 
 def resolve_decoder(decoder: str, device: torch.device) -> tuple:
@@ -58,6 +58,11 @@ def region_said() -> str:
             else f"decoder cpu: {MISSING}")
 
 
+@functools.cache
+def _say_region_once() -> None:
+    logger.info(region_said())
+
+
 def image_decoder(recipe: Recipe, decoder: str, mean, std) -> tuple:
     """``(decode, collate_fn)``: ``decode(data, name)`` makes the sample of an image file's bytes that ``decoder``
     (resolved: ``pil``, ``cpu`` or ``nvjpeg``) makes under ``recipe``, normalised by ``mean`` and ``std``
@@ -66,9 +71,7 @@ def image_decoder(recipe: Recipe, decoder: str, mean, std) -> tuple:
     if decoder == "pil":
         return DecodeWithPillow(reference_transform(recipe, mean, std)), None
     if decoder == "cpu":
-        if not _said:  # once a process, beside the start-up line
-            logger.info(region_said())
-            _said.append(True)
+        _say_region_once()  # beside the start-up line
         return DecodeOnCpu(recipe), CollateUint8(mean, std)
     if decoder == "nvjpeg":
         return ReadForGpu(recipe), CollateEncoded(mean, std)

@@ -17,6 +17,7 @@ not imported: its bindings take no region.
 """
 import ctypes
 import ctypes.util
+import functools
 import importlib.metadata
 import threading
 from typing import Optional
@@ -137,12 +138,8 @@ class RegionDecoder:
         return out[top - y:top - y + rows, left - x:left - x + columns]
 
 
-_decoder = []
-
-
+@functools.cache
 def region_decoder() -> Optional[RegionDecoder]:
     """The process's :class:`RegionDecoder`, or None where no TurboJPEG 3 library is found (found once)."""
-    if not _decoder:
-        lib = _load()
-        _decoder.append(RegionDecoder(lib) if lib is not None else None)
-    return _decoder[0]
+    lib = _load()
+    return RegionDecoder(lib) if lib is not None else None
