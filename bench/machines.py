@@ -167,10 +167,7 @@ def run_job(machines, root, task, variant, port, timeout):
     started, processes, lighthouse = time.monotonic(), [], None
     if variant in REPLICA_GROUPS:  # the lighthouse on machine 0, as the fault-tolerance guide starts it
         url = f"http://{machines[0].hostname}:{port}"
-        with open(f"{out}.lighthouse.log", "w") as log:
-            lighthouse = machines.run(machines[0], ["torchft_lighthouse", "--min_replicas", "1", "--join_timeout_ms",
-                                                    "30000", "--heartbeat_timeout_ms", "1000", "--bind", f"[::]:{port}"],
-                                      stdout=log, stderr=subprocess.STDOUT)
+        lighthouse = machines.lighthouse(machines[0], port, f"{out}.lighthouse.log")
     for m in machines:
         with open(f"{out}.{m.index}.log", "w") as log:
             processes.append(machines.run(m, [sys.executable, os.path.abspath(__file__), "--worker", "--task", task,

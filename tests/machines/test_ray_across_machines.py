@@ -74,10 +74,8 @@ class Cluster:
     def run(self, machine, args, log, cwd=TESTS, **env) -> subprocess.Popen:
         """``python args...`` on ``machine`` as a user of the cluster runs it there (RAY_ADDRESS, the token; ``env``
         changes them)."""
-        with open(log, "w") as output:
-            return self.machines.run(machine, [sys.executable, *args], cwd=cwd, stdout=output,
-                                     stderr=subprocess.STDOUT,
-                                     env=python_env({**self.env, "RAY_ADDRESS": self.address, **env}))
+        return self.machines.python(machine, args, log, env={**self.env, "RAY_ADDRESS": self.address, **env},
+                                    cwd=cwd)
 
     def stop(self):
         for machine in self.machines:

@@ -27,10 +27,7 @@ KILLED_AFTER, ALONE_BEFORE_RESTART = 4, 3  # group 1's committed steps before th
 
 def lighthouse(machines, root):
     """``torchft_lighthouse`` on machine 0, as the guide starts it."""
-    with open(root / "lighthouse.log", "w") as log:
-        return machines.run(machines[0], ["torchft_lighthouse", "--min_replicas", 1, "--join_timeout_ms", 30000,
-                                          "--heartbeat_timeout_ms", 1000, "--bind", f"[::]:{LIGHTHOUSE_PORT}"],
-                            stdout=log, stderr=log)
+    return machines.lighthouse(machines[0], LIGHTHOUSE_PORT, root / "lighthouse.log")
 
 
 def start_group(machines, root, group: int, attempt: int):

@@ -128,14 +128,22 @@ class Machines:
         self._processes.append(process)
         return process
 
-    def python(self, machine, args, log, env=None) -> subprocess.Popen:
+    def python(self, machine, args, log, env=None, cwd=TESTS) -> subprocess.Popen:
         """Starts ``python args...`` on ``machine`` as :func:`support.processes.run_python` would (this Python, one
-        thread, in tests/), its output going to the file ``log``."""
+        thread, in tests/ unless ``cwd`` says otherwise), its output going to the file ``log``."""
         from .processes import python_env  # here: the zygote that module starts is of no use in a namespace
 
         with open(log, "w") as output:
-            return self.run(machine, [sys.executable, *args], env=python_env(env), cwd=TESTS, stdout=output,
+            return self.run(machine, [sys.executable, *args], env=python_env(env), cwd=cwd, stdout=output,
                             stderr=subprocess.STDOUT)
+
+    def lighthouse(self, machine, port, log) -> subprocess.Popen:
+        """torchft's lighthouse on ``machine``, on ``port`` of all its addresses, started as the fault-tolerance guide
+        starts it (a quorum of 1, 30 s to join, 1 s heartbeats), its output going to the file ``log``."""
+        with open(log, "w") as output:
+            return self.run(machine, ["torchft_lighthouse", "--min_replicas", 1, "--join_timeout_ms", 30000,
+                                      "--heartbeat_timeout_ms", 1000, "--bind", f"[::]:{port}"],
+                            stdout=output, stderr=subprocess.STDOUT)
 
     def pids(self, machine):
         """The process ids running in ``machine``."""
