@@ -32,17 +32,14 @@ def move_to_device(batch, device: torch.device, channels_last: bool = False):
 def has_device_work(batch) -> bool:
     """Whether ``batch`` (or an element of it, one level down) has work to finish on the device. Asked of every
     training batch on the CPU: a plain loop, without the generator that ``any`` would need."""
-    if isinstance(batch, _SEQUENCES):
-        for item in batch:
-            if hasattr(item, "finish_on_device"):
-                return True
-        return False
     if isinstance(batch, dict):
-        for item in batch.values():
-            if hasattr(item, "finish_on_device"):
-                return True
-        return False
-    return hasattr(batch, "finish_on_device")
+        batch = batch.values()
+    elif not isinstance(batch, _SEQUENCES):
+        return hasattr(batch, "finish_on_device")
+    for item in batch:
+        if hasattr(item, "finish_on_device"):
+            return True
+    return False
 
 
 def total_loss(losses) -> torch.Tensor:
