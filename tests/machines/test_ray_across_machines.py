@@ -52,7 +52,9 @@ class Cluster:
         self.address = f"{machines[0].address}:{PORT}"
         self.env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),  # as `ray start` would make
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
-                    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2"}  # Ray's controller polls its workers this often
+                    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",  # Ray's controller polls its workers this often
+                    # every worker's lines: Ray folds those differing only in words with digits (the gloo lines)
+                    "RAY_DEDUP_LOGS": "0"}
         self.folders, self.started = [], 0
 
     def start_node(self, machine, timeout=120):
