@@ -23,8 +23,16 @@ def train(folder, *arguments, steps=60):
     return result.stderr + result.stdout
 
 
-def test_the_language_model_learns_and_logs_tokens_per_second_and_perplexity(tmp_path):
-    log = train(tmp_path)
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """One process's 60 steps, evaluated at 30 and 60 (a steady state at 20 is too short to be measured):
+    ``(its folder, its output)``; the pipeline's reference too."""
+    folder = tmp_path_factory.mktemp("single")
+    return folder, train(folder)
+
+
+def test_the_language_model_learns_and_logs_tokens_per_second_and_perplexity(single):
+    folder, log = single
     evaluations = re.findall(r"step (\d+): tokens/s \(all processes\) (\d+) in steady state, (\d+) over the whole "
                              r"run; test loss ([\d.]+), perplexity ([\d.]+)", log)
     assert [int(step) for step, *_ in evaluations] == [30, 60]
@@ -33,9 +41,9 @@ def test_the_language_model_learns_and_logs_tokens_per_second_and_perplexity(tmp
     # the steady state leaves out the first batches and the evaluations, which the whole run's rate counts
     assert all(int(steady) > int(whole_run) > 0 for _, steady, whole_run, _, _ in evaluations)
     assert math.isclose(float(evaluations[-1][4]), math.exp(losses[-1]), rel_tol=1e-3)
-    with open(tmp_path / "work" / "log" / "history.csv") as history:
+    with open(folder / "work" / "log" / "history.csv") as history:
         assert float(list(csv.DictReader(history))[-1]["test_loss"]) == pytest.approx(losses[-1], abs=1e-4)
-    assert (tmp_path / "work" / "model" / "last.pth").is_file()
+    assert (folder / "work" / "model" / "last.pth").is_file()
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
@@ -56,12 +64,11 @@ def test_the_language_model_trains_on_a_2x2_mesh_of_tensor_parallel_and_fsdp(tmp
     assert len(losses) == 2 and losses[1] < losses[0] < math.log(256)
 
 
-def test_the_language_model_trains_as_a_two_stage_pipeline_as_in_one_process(tmp_path):
-    log = train(tmp_path, "--distributed", "--gpu_id", "0", "1", "parallel.mesh.pp=2", "work_dir=pipeline", steps=40)
+def test_the_language_model_trains_as_a_two_stage_pipeline_as_in_one_process(tmp_path, single):
+    log = train(tmp_path, "--distributed", "--gpu_id", "0", "1", "parallel.mesh.pp=2")
     assert "pipeline: 2 stages (1 per process), schedule 1F1B, 2 microbatches; stage 0: tokens .. blocks.0; " \
            "stage 1: blocks.1 .. head" in log
-    single = train(tmp_path, "work_dir=single", steps=40)
     losses, expected = ([float(loss) for loss in re.findall(r"test loss ([\d.]+), perplexity", text)]
-                        for text in (log, single))
+                        for text in (log, single[1]))
     assert len(losses) == 2 and losses[1] < losses[0] < math.log(256)
     assert losses == pytest.approx(expected, abs=2e-3)  # the same batches, split into 2 microbatches over 2 stages
