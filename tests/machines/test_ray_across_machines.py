@@ -137,8 +137,8 @@ def task_runs(task_on_processes, cluster, tmp_path_factory):
 @pytest.fixture(scope="module")
 def machine_lost(cluster, tmp_path_factory):
     """``(what fit returned, the Ray run's out folder, launch()'s out folder)``: the main in 4 Ray workers, machine
-    1 killed while every rank waits after step 3, then machine 1's node started again; launch() of it in 4
-    processes here."""
+    1 killed while every rank waits after step 3 and Ray holds epoch 1's checkpoint, then machine 1's node started
+    again; launch() of it in 4 processes here."""
     root = tmp_path_factory.mktemp("machine_lost")
     ray_out, launch_out = root / "ray_out", root / "launch_out"
     ray_out.mkdir(), launch_out.mkdir()
@@ -149,10 +149,15 @@ def machine_lost(cluster, tmp_path_factory):
     driver = cluster.run(cluster.machines[0], ["-m", "support.workers.ray_main", root / "settings.json"],
                          root / "driver.log")
     deadline = time.monotonic() + 240
-    while len(list(ray_out.glob("paused_rank*"))) < WORKERS:
-        assert time.monotonic() < deadline and driver.poll() is None, (root / "driver.log").read_text()[-3000:]
-        time.sleep(0.2)
-    time.sleep(2.0)  # the controller, polling every 0.2 s, has the checkpoint of epoch 1 reported
+
+    def wait_until(done):
+        while not done():
+            assert time.monotonic() < deadline and driver.poll() is None, (root / "driver.log").read_text()[-3000:]
+            time.sleep(0.2)
+
+    wait_until(lambda: len(list(ray_out.glob("paused_rank*"))) == WORKERS)
+    # and Ray's controller has taken epoch 1's checkpoint: it writes its checkpoint manager's snapshot then
+    wait_until(lambda: any((root / "storage").glob("*/checkpoint_manager_snapshot.json")))
     cluster.machines.kill(cluster.machines[1])
     cluster.start_node(cluster.machines[1])
     launch(ray_main.main, WORKERS, distributed=True,  # while Ray finds the workers lost and starts them again
