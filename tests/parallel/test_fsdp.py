@@ -1,8 +1,9 @@
 """FSDP2, sharded (DCP) checkpoints, activation checkpointing and elastic resume.
 
-The 2-process jobs (tests/workers/fsdp_worker.py, gloo on the CPU) run once per module in
-fixtures; the tests read what they wrote. A 2-process gloo job may abort at exit after its
-work is done, so the tests judge the files, not only the exit code.
+The jobs (tests/support/workers/fsdp_worker.py, gloo on the CPU) run once per module in two
+fixtures, several jobs to a launch (a job that kills its launch comes last); the tests read what
+they wrote. A 2-process gloo job may abort at exit after its work is done, so the tests judge
+the files, not only the exit code.
 """
 import os
 import pickle
@@ -37,21 +38,20 @@ pytestmark = pytest.mark.slow
 
 WORKER = os.path.join(TESTS, "support", "workers", "fsdp_worker.py")
 ACCUMULATING = ["--accumulate", 2, "--clip", 0.5, "--async", "--every-n-iters", 1, "--activation-checkpointing", "Block"]
+EMA = ["--ema", "--every-n-iters", 2]
+ELASTIC = ["--every-n-iters", 2, "--epochs", 1, "--cosine"]  # FSDP from 1 process to 2
+ELASTIC_DDP = ["--strategy", "ddp", "--async", *ELASTIC]  # from 2 processes to 1
 
 
-def job(work_dir, *flags, procs=2, expect_success=True):
-    """Runs the worker; returns the folder holding ``w.pt`` and the ``rank<r>.pt`` files."""
-    return jobs((work_dir, flags), procs=procs, expect_success=expect_success)[0]
-
-
-def jobs(*runs, procs=2, expect_success=True):
-    """Runs ``(work_dir, flags)`` jobs one after the other in one launch of the worker; returns their folders."""
+def jobs(*runs, procs=2, last_killed=False):
+    """Runs ``(work_dir, flags)`` jobs one after the other in one launch of the worker, each of which must end with
+    its ``w.pt`` (but the last with ``last_killed``: a job that kills ends the launch); returns their folders."""
     argv = []
     for work_dir, flags in runs:
         argv += ["--then"] * bool(argv) + ["--work-dir", work_dir, "--out", work_dir / "w.pt", *flags]
     result = run_python([WORKER, "--procs", procs, *argv])
-    for work_dir, _ in runs:
-        assert not expect_success or (work_dir / "w.pt").exists(), result.stderr[-4000:]
+    for work_dir, _ in runs[:-1] if last_killed else runs:
+        assert (work_dir / "w.pt").exists(), result.stderr[-4000:]
     return [work_dir for work_dir, _ in runs]
 
 
@@ -60,33 +60,51 @@ def result(folder, name="w.pt"):
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    """The next two fixtures' jobs, in one launch."""
-    return jobs((tmp_path_factory.mktemp("fsdp_bn"), ["--bn", "--every-n-iters", 2]),
-                (tmp_path_factory.mktemp("fsdp_acc"), ACCUMULATING))
+def runs(tmp_path_factory):
+    """``{name: folder}`` of the 2-process jobs that run to their end, in one launch (FSDP unless named ddp):
+    ``batchnorm``, a BatchNorm in the model, a checkpoint every 2 steps, 2 epochs; ``accumulating``, 2 batches per
+    step, clipping, activation checkpointing, async checkpoints every step; ``plain``, ``compiled`` and ``bf16``, 1
+    epoch; ``ema`` and ``ema_ddp``, an EMA of the weights. Last, ``ema_killed``, the EMA job SIGKILLed after batch 3
+    of epoch 1."""
+    root = tmp_path_factory.mktemp("fsdp_runs")
+    flags = {"batchnorm": ["--bn", "--every-n-iters", 2], "accumulating": ACCUMULATING, "plain": ["--epochs", 1],
+             "compiled": ["--epochs", 1, "--compile"], "bf16": ["--epochs", 1, "--amp", "bf16"], "ema": EMA,
+             "ema_ddp": [*EMA, "--strategy", "ddp"], "ema_killed": [*EMA, "--kill-at", "1:3"]}
+    jobs(*((root / name, job_flags) for name, job_flags in flags.items()), last_killed=True)
+    return {name: root / name for name in flags}
 
 
 @pytest.fixture(scope="module")
-def batchnorm_run(two_runs):
-    """FSDP on 2 processes, a BatchNorm in the model, a checkpoint every 2 steps, 2 epochs."""
-    return two_runs[0]
+def batchnorm_run(runs):
+    return runs["batchnorm"]
 
 
 @pytest.fixture(scope="module")
-def accumulating_run(two_runs):
-    """FSDP on 2 processes accumulating 2 batches per step, clipping, activation checkpointing,
-    async checkpoints every step."""
-    return two_runs[1]
+def accumulating_run(runs):
+    return runs["accumulating"]
 
 
 @pytest.fixture(scope="module")
-def killed_in_save(tmp_path_factory):
-    """The accumulating run, SIGKILLed inside its second save; its work dir, copied twice to resume from."""
-    root = tmp_path_factory.mktemp("killed")
-    job(root / "killed", *ACCUMULATING, "--kill-in-save", 2, expect_success=False)
+def resumes(runs, tmp_path_factory):
+    """``{name: folder}`` of the jobs that kill and resume, in four launches:
+
+    - ``killed``: the accumulating job SIGKILLed inside its second save, copied to ``two`` and ``one``;
+    - ``elastic``: DDP on 2 processes killed after batch 3 of its one epoch (cosine lr);
+    - on 1 process: ``one`` resumed, ``elastic`` resumed, then ``grown``, FSDP killed after batch 3 on 1 process;
+    - on 2 processes: ``two`` resumed, ``ema_killed`` (of ``runs``) resumed, ``grown`` resumed.
+    """
+    root = tmp_path_factory.mktemp("fsdp_resumes")
+    folders = {name: root / name for name in ("killed", "two", "one", "elastic", "grown")}
+    jobs((folders["killed"], [*ACCUMULATING, "--kill-in-save", 2]), last_killed=True)
     for copy in ("two", "one"):
-        shutil.copytree(root / "killed", root / copy, symlinks=True)
-    return root
+        shutil.copytree(folders["killed"], folders[copy], symlinks=True)
+    jobs((folders["elastic"], [*ELASTIC_DDP, "--kill-at", "0:3"]), last_killed=True)
+    jobs((folders["one"], [*ACCUMULATING, "--resume", "auto"]),
+         (folders["elastic"], [*ELASTIC_DDP, "--resume", "auto"]),
+         (folders["grown"], [*ELASTIC, "--kill-at", "0:3"]), procs=1, last_killed=True)
+    jobs((folders["two"], [*ACCUMULATING, "--resume", "auto"]), (runs["ema_killed"], [*EMA, "--resume", "auto"]),
+         (folders["grown"], [*ELASTIC, "--resume", "auto"]))
+    return folders
 
 
 def one_process_reference(epochs, accumulate=1, clip=0.0, batchnorm=False):
@@ -136,27 +154,22 @@ def test_fsdp_with_accumulation_clipping_and_activation_checkpointing_equals_one
     assert max_difference(result(accumulating_run)["weights"], reference) < 1e-5
 
 
-def test_torch_compile_and_bf16_autocast_train_under_fsdp_as_without_them(tmp_path):
-    folders = jobs((tmp_path / "plain", ["--epochs", 1]), (tmp_path / "compiled", ["--epochs", 1, "--compile"]),
-                   (tmp_path / "bf16", ["--epochs", 1, "--amp", "bf16"]))
-    plain, compiled, bf16 = (result(folder)["weights"] for folder in folders)
+def test_torch_compile_and_bf16_autocast_train_under_fsdp_as_without_them(runs):
+    plain, compiled, bf16 = (result(runs[name])["weights"] for name in ("plain", "compiled", "bf16"))
     assert list(compiled) == list(bf16) == list(plain) == list(BlockMLP().state_dict())  # no _orig_mod. keys
     assert max_difference(compiled, plain) < 1e-5
     assert 0 < max_difference(bf16, plain) < 0.05  # bf16 forwards: close to fp32, not equal
     assert all(value.dtype == torch.float32 for value in bf16.values())  # the sharded parameters stay fp32
 
 
-def test_ema_under_fsdp_averages_as_under_ddp_exports_whole_tensors_and_resumes_bitwise(tmp_path):
-    flags = ["--ema", "--every-n-iters", 2]
-    fsdp, ddp = map(result, jobs((tmp_path / "fsdp", flags), (tmp_path / "ddp", [*flags, "--strategy", "ddp"])))
-    final = torch.load(tmp_path / "fsdp" / "model" / "model_final.pth", weights_only=True)
+def test_ema_under_fsdp_averages_as_under_ddp_exports_whole_tensors_and_resumes_bitwise(runs, resumes):
+    fsdp, ddp = result(runs["ema"]), result(runs["ema_ddp"])
+    final = torch.load(runs["ema"] / "model" / "model_final.pth", weights_only=True)
     for weights in (fsdp["weights"], final.get("state_dict", final)):
         assert all(type(value) is torch.Tensor for value in weights.values())  # whole tensors, not rank 0's shards
         assert max_difference(weights, ddp["weights"]) < 1e-5
     assert fsdp["logs"]["test"]["loss"] == pytest.approx(ddp["logs"]["test"]["loss"], abs=1e-5)  # evaluated with the average
-    job(tmp_path / "killed", *flags, "--kill-at", "1:3", expect_success=False)
-    resumed = result(job(tmp_path / "killed", *flags, "--resume", "auto"))
-    assert same_weights(resumed["weights"], fsdp["weights"])
+    assert same_weights(result(runs["ema_killed"])["weights"], fsdp["weights"])  # killed in epoch 1, resumed
 
 
 def test_each_rank_holds_half_of_the_parameter_and_optimizer_bytes(batchnorm_run):
@@ -213,23 +226,23 @@ def test_export_writes_one_consolidated_file_that_loads_with_weights_only(batchn
     assert "wrote" in capsys.readouterr().out
 
 
-def test_a_kill_during_a_save_keeps_the_previous_checkpoint(killed_in_save):
-    model_dir = killed_in_save / "killed" / "model"
-    assert not (killed_in_save / "killed" / "w.pt").exists()
+def test_a_kill_during_a_save_keeps_the_previous_checkpoint(resumes):
+    model_dir = resumes["killed"] / "model"
+    assert not (resumes["killed"] / "w.pt").exists()
     assert is_sharded_checkpoint(model_dir / "last")
     loop = sharded_checkpoint.read_loop_state(model_dir / "last")
     assert (loop["epoch"], loop["batch"], loop["iteration"]) == (0, 2, 1)  # the first save, mid-epoch
     assert len(list(model_dir.glob(".last.*"))) == 2  # the second save, complete but never published
 
 
-def test_a_same_size_resume_ends_bitwise_equal_to_the_uninterrupted_run(killed_in_save, accumulating_run):
-    resumed = job(killed_in_save / "two", *ACCUMULATING, "--resume", "auto")
+def test_a_same_size_resume_ends_bitwise_equal_to_the_uninterrupted_run(resumes, accumulating_run):
+    resumed = resumes["two"]
     assert same_weights(result(resumed)["weights"], result(accumulating_run)["weights"])
     assert result(resumed)["logs"] == result(accumulating_run)["logs"]
 
 
-def test_a_2_process_checkpoint_resumes_on_1_process_with_the_same_global_batch(killed_in_save, accumulating_run):
-    resumed = job(killed_in_save / "one", *ACCUMULATING, "--resume", "auto", procs=1)
+def test_a_2_process_checkpoint_resumes_on_1_process_with_the_same_global_batch(resumes, accumulating_run):
+    resumed = resumes["one"]
     assert result(resumed, "rank0.pt")["accumulate"] == 4  # 2 processes x 2 batches -> 1 process x 4
     assert max_difference(result(resumed)["weights"], result(accumulating_run)["weights"]) < 1e-5
 
@@ -240,31 +253,27 @@ def cosine_lrs(epoch_fractions):
     return [0.05 * schedule.lr_factor(1000 * f) for f in epoch_fractions]
 
 
-def test_an_elastic_ddp_resume_from_2_to_1_process_sees_every_sample_of_the_epoch_once(tmp_path):
-    flags = ["--strategy", "ddp", "--async", "--every-n-iters", 2, "--epochs", 1, "--cosine"]
-    job(tmp_path, *flags, "--kill-at", "0:3", expect_success=False)
-    before = [torch.load(tmp_path / f"seen_before_kill{r}.pt")[0] for r in (0, 1)]
-    job(tmp_path, *flags, "--resume", "auto", procs=1)
-    after = result(tmp_path, "rank0.pt")["seen"][0]
+def test_an_elastic_ddp_resume_from_2_to_1_process_sees_every_sample_of_the_epoch_once(resumes):
+    folder = resumes["elastic"]
+    before = [torch.load(folder / f"seen_before_kill{r}.pt")[0] for r in (0, 1)]
+    after = result(folder, "rank0.pt")["seen"][0]
     assert len(before[0]) == len(before[1]) == 32 and len(after) == 32
     assert sorted(before[0] + before[1] + after) == list(range(96))
     # 6 batches per epoch on 2 processes, 12 (accumulating 2) on 1: the schedule follows the epoch
-    assert torch.load(tmp_path / "lrs_before_kill0.pt")[0] == pytest.approx(cosine_lrs([b / 6 for b in range(4)]))
-    assert result(tmp_path, "rank0.pt")["lrs"][0] == pytest.approx(cosine_lrs([b / 12 for b in range(8, 12)]))
+    assert torch.load(folder / "lrs_before_kill0.pt")[0] == pytest.approx(cosine_lrs([b / 6 for b in range(4)]))
+    assert result(folder, "rank0.pt")["lrs"][0] == pytest.approx(cosine_lrs([b / 12 for b in range(8, 12)]))
 
 
-def test_a_1_process_checkpoint_resumes_sharded_on_2_with_half_the_batch_each_and_every_sample_once(tmp_path):
-    flags = ["--every-n-iters", 2, "--epochs", 1, "--cosine"]  # strategy fsdp: sharded checkpoints at 1 process too
-    job(tmp_path, *flags, "--kill-at", "0:3", procs=1, expect_success=False)
-    before = torch.load(tmp_path / "seen_before_kill0.pt")[0]
-    job(tmp_path, *flags, "--resume", "auto", procs=2)
-    after = [result(tmp_path, f"rank{r}.pt")["seen"][0] for r in (0, 1)]
+def test_a_1_process_checkpoint_resumes_sharded_on_2_with_half_the_batch_each_and_every_sample_once(resumes):
+    folder = resumes["grown"]  # strategy fsdp: sharded checkpoints at 1 process too
+    before = torch.load(folder / "seen_before_kill0.pt")[0]
+    after = [result(folder, f"rank{r}.pt")["seen"][0] for r in (0, 1)]
     assert len(before) == 32 and len(after[0]) == len(after[1]) == 32  # batch 8 at 1 process, 4 at 2
     assert sorted(before + after[0] + after[1]) == list(range(96))
     # the schedule was built for 6 batches of 8 per process; the resumed run splits the epoch into 12 of 4
-    assert torch.load(tmp_path / "lrs_before_kill0.pt")[0] == pytest.approx(cosine_lrs([b / 12 for b in range(4)]))
+    assert torch.load(folder / "lrs_before_kill0.pt")[0] == pytest.approx(cosine_lrs([b / 12 for b in range(4)]))
     for rank in (0, 1):
-        assert result(tmp_path, f"rank{rank}.pt")["lrs"][0] == pytest.approx(cosine_lrs([b / 12 for b in range(4, 12)]))
+        assert result(folder, f"rank{rank}.pt")["lrs"][0] == pytest.approx(cosine_lrs([b / 12 for b in range(4, 12)]))
 
 
 # ---------------------------------------------------------------------- in this process
