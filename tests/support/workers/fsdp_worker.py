@@ -10,7 +10,7 @@ is written, and every rank has written the indices it trained on to ``seen_befor
 ``--kill-in-save N`` SIGKILLs rank 0 inside its N-th checkpoint save, after the
 shards are written and before the save is published.
 Several jobs separated by ``--then`` run one after the other in one launch (the first job's
-``--procs``), which saves starting the processes again; a job that kills must run alone.
+``--procs``), which saves starting the processes again; a job that kills ends the launch, so it comes last.
 
     python tests/workers/fsdp_worker.py --work-dir D --out W.pt --procs 2 --strategy fsdp [...] [--then ...]
 """
