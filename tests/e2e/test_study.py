@@ -5,12 +5,11 @@ import csv
 import json
 import signal
 import subprocess
-import time
 
 import pytest
 
 from support.images import write_class_images
-from support.processes import popen_python, run_python
+from support.processes import popen_python, run_python, wait_until
 
 # 2 classes x 16 images of 8x8 for training and for testing; one epoch per run of the smallest torchvision model.
 TRAINING = ["--train_data", "data/train", "--test_data", "data/val", "--input_size", "8", "8", "--net_type",
@@ -30,11 +29,8 @@ def study(*flags):
 
 
 def wait_for(path, process, timeout=180):
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert process.poll() is None, f"the study ended before {path} appeared: {process.communicate()}"
-        assert time.monotonic() < deadline, f"no {path} after {timeout} s"
-        time.sleep(0.1)
+    wait_until(path.exists, [process], timeout, lambda: f"the study ended before {path} appeared: "
+               f"{process.communicate()}" if process.poll() is not None else f"no {path} after {timeout} s")
 
 
 def rows(folder):

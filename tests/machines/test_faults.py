@@ -10,14 +10,13 @@ One process per machine: with 2 ranks gloo's sums do not depend on the order it 
 DDP's bucket layout, rebuilt after a fresh DDP's first step (a resumed run then differs from an uninterrupted one in
 the last bits, on one machine as on two)."""
 import json
-import os
 import time
 
 import pytest
 
 from support.compare import load_result, same_weights
 from support.ddp_reference import assert_equal_to_one_process, one_process_weights
-from support.processes import TINY
+from support.processes import TINY, wait_until
 from support.shards import numbered_shards
 
 pytestmark = pytest.mark.slow
@@ -35,10 +34,7 @@ def start(machines, root, *extra, name="run"):
 
 def wait_for_checkpoint(root, processes, timeout=180):
     """Until rank 0 saved its first checkpoint (step 4): the job is training."""
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(root / "work" / "model" / "last.pth"):
-        assert time.monotonic() < deadline and all(p.poll() is None for p in processes), "the job did not train"
-        time.sleep(0.1)
+    wait_until((root / "work" / "model" / "last.pth").exists, processes, timeout, lambda: "the job did not train")
 
 
 def results(root, processes, name="run", timeout=240):

@@ -30,7 +30,7 @@ import torch
 from basetrainer.distributed.launch import launch
 from support import TESTS
 from support.compare import same_weights
-from support.processes import python_env
+from support.processes import python_env, wait_until
 from support.toy import toy_cfg
 from support.workers import ray_main
 
@@ -68,10 +68,8 @@ class Cluster:
         self.run(machine, ["-m", "ray.scripts.scripts", "start", *role, "--node-ip-address", machine.address,
                            "--num-cpus", CPUS_PER_MACHINE, "--temp-dir", folder, "--disable-usage-stats", "--block"],
                  log)
-        deadline = time.monotonic() + timeout
-        while "Ray runtime started" not in log.read_text():
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
+        wait_until(lambda: "Ray runtime started" in log.read_text(), timeout=timeout,
+                   explain=lambda: log.read_text()[-3000:])
 
     def run(self, machine, args, log, cwd=TESTS, **env) -> subprocess.Popen:
         """``python args...`` on ``machine`` as a user of the cluster runs it there (RAY_ADDRESS, the token; ``env``
@@ -148,16 +146,14 @@ def machine_lost(cluster, tmp_path_factory):
     (root / "settings.json").write_text(json.dumps(settings))
     driver = cluster.run(cluster.machines[0], ["-m", "support.workers.ray_main", root / "settings.json"],
                          root / "driver.log")
+    def driver_log():
+        return (root / "driver.log").read_text()[-3000:]
+
     deadline = time.monotonic() + 240
-
-    def wait_until(done):
-        while not done():
-            assert time.monotonic() < deadline and driver.poll() is None, (root / "driver.log").read_text()[-3000:]
-            time.sleep(0.2)
-
-    wait_until(lambda: len(list(ray_out.glob("paused_rank*"))) == WORKERS)
+    wait_until(lambda: len(list(ray_out.glob("paused_rank*"))) == WORKERS, [driver], 240, driver_log)
     # and Ray's controller has taken epoch 1's checkpoint: it writes its checkpoint manager's snapshot then
-    wait_until(lambda: any((root / "storage").glob("*/checkpoint_manager_snapshot.json")))
+    wait_until(lambda: any((root / "storage").glob("*/checkpoint_manager_snapshot.json")), [driver],
+               deadline - time.monotonic(), driver_log)
     cluster.machines.kill(cluster.machines[1])
     cluster.start_node(cluster.machines[1])
     launch(ray_main.main, WORKERS, distributed=True,  # while Ray finds the workers lost and starts them again

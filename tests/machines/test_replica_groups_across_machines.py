@@ -10,11 +10,11 @@ while a group is missing, so that group 1 is back before group 0 ends whatever i
 tests, which assert on its records, never on timings.
 """
 import json
-import time
 
 import pytest
 
 from support import WORKERS
+from support.processes import wait_until
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("torchft")
@@ -44,13 +44,14 @@ def records(root, group: int) -> list:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_until(condition, processes, root, what: str, timeout=120):
-    deadline = time.monotonic() + timeout
-    while not condition():
+def wait_for(condition, processes, root, what: str):
+    """Until ``condition()`` holds, every process still running; else the processes that ended and every log."""
+    def explain():
         ended = {p.args[-1]: p.poll() for p in processes if p.poll() is not None}
-        assert time.monotonic() < deadline and not ended, f"{what}: {ended or 'timed out'}; " + "; ".join(
+        return f"{what}: {ended or 'timed out'}; " + "; ".join(
             f"{log.name}: {log.read_text()[-1500:]}" for log in sorted(root.glob("*.log")))
-        time.sleep(0.1)
+
+    wait_until(condition, processes, 120, explain)
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +59,12 @@ def job(machines, tmp_path_factory):
     root = tmp_path_factory.mktemp("groups_across_machines")
     beacon = lighthouse(machines, root)
     first = [start_group(machines, root, group, 0) for group in (0, 1)]
-    wait_until(lambda: sum(line["committed"] for line in records(root, 1)) >= KILLED_AFTER, [beacon, *first], root,
-               "both groups training")
+    wait_for(lambda: sum(line["committed"] for line in records(root, 1)) >= KILLED_AFTER, [beacon, *first], root,
+             "both groups training")
     machines.kill(machines[1])
     killed_at = len(records(root, 1))
-    wait_until(lambda: sum(line["alive"] == 1 and line["committed"] for line in records(root, 0))
-               >= ALONE_BEFORE_RESTART, [beacon, first[0]], root, "group 0 going on alone")
+    wait_for(lambda: sum(line["alive"] == 1 and line["committed"] for line in records(root, 0))
+             >= ALONE_BEFORE_RESTART, [beacon, first[0]], root, "group 0 going on alone")
     restarted = start_group(machines, root, 1, 1)
     codes = [first[0].wait(timeout=180), restarted.wait(timeout=60)]
     logs = {log.name: log.read_text() for log in root.glob("*.log")}

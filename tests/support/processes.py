@@ -1,11 +1,12 @@
 """The one way a test starts Python: :func:`run_python` (a command, with one thread per process; through
 the zygote unless the test asks for a new Python), and :func:`popen_python` for the few tests that must
-start several at once or signal the process."""
+start several at once or signal the process, and :func:`wait_until` for what such processes should make."""
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import time
 
 from . import TESTS, WORKERS
 from .zygote import Zygote
@@ -45,6 +46,15 @@ def run_python(args, timeout=240, env=None, cwd=None, check=False, fresh=False):
 def popen_python(args, env=None, cwd=None, **kwargs):
     """Starts ``python args...`` without waiting (several machines of one job, say); returns the Popen."""
     return subprocess.Popen([sys.executable, *map(str, args)], env=python_env(env), cwd=cwd or TESTS, **kwargs)
+
+
+def wait_until(condition, processes=(), timeout=120, explain=lambda: ""):
+    """Polls ``condition()`` every 0.1 s until it holds; fails with ``explain()`` when ``timeout`` seconds pass, or
+    one of ``processes`` (Popens that should make it hold) ends first."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline and all(p.poll() is None for p in processes), explain()
+        time.sleep(0.1)
 
 
 def run_command(args, timeout=240, env=None, cwd=None):
